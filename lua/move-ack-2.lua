@@ -1,0 +1,24 @@
+--[[
+  Last step of a fallback move, after the target shard was credited: forgets the move and its transit units.
+
+  KEYS[1] shard hash   <ns>:{<tag>}:shard
+  KEYS[2] moves        <ns>:{<tag>}:moves
+
+  ARGV[1] moveId
+
+  Returns
+    1  acknowledged
+    0  unknown moveId (already acknowledged)
+]]
+local shardKey = KEYS[1]
+local movesKey = KEYS[2]
+local moveId = ARGV[1]
+
+local existing = redis.call('HGET', movesKey, moveId)
+if not existing then
+  return 0
+end
+local _, _, quantity = string.find(existing, '^[^|]*|([^|]*)|')
+redis.call('HINCRBY', shardKey, 'transit', -tonumber(quantity))
+redis.call('HDEL', movesKey, moveId)
+return 1

@@ -1,0 +1,72 @@
+// MySQL is the record. A coupon row carries the settled remaining with an optimistic-lock version; the
+// ledger has one row per settled deduction, compensation and restock, unique on (coupon, request, kind) so
+// a duplicate event can never be counted twice; anomalies are events the record refused.
+import { defineEntity, p } from '@mikro-orm/core';
+
+export const CouponRow = defineEntity({
+  name: 'CouponRow',
+  tableName: 'coupon',
+  properties: {
+    id: p.string().primary().length(64),
+    /** Initial stock plus every restock. */
+    totalStock: p.bigint('number'),
+    shardCount: p.integer(),
+    perUserLimit: p.integer(),
+    /** Hash tag of each shard, JSON array, fixed at creation. */
+    shardTags: p.json<string[]>(),
+    /** Set once every shard was preheated: a replayed CreateCoupon must not reload a shard that later vanished. */
+    preheated: p.boolean().default(false),
+    settledRemaining: p.bigint('number'),
+    createdAt: p.datetime().length(3),
+    updatedAt: p.datetime().length(3),
+    version: p.integer().version(),
+  },
+});
+
+export const LedgerKinds = ['DEDUCT', 'COMPENSATE', 'RESTOCK'] as const;
+export type LedgerKind = (typeof LedgerKinds)[number];
+
+export const LedgerRow = defineEntity({
+  name: 'LedgerRow',
+  tableName: 'stock_ledger',
+  properties: {
+    id: p.bigint('number').primary().autoincrement(),
+    couponId: p.string().length(64),
+    requestId: p.string().length(128),
+    kind: p.enum(() => [...LedgerKinds]),
+    quantity: p.bigint('number'),
+    userId: p.string().length(128).nullable(),
+    shard: p.integer().nullable(),
+    reason: p.string().length(256).nullable(),
+    /** When the event happened in Redis (ms since epoch); settlement lag = settledAt - occurredAt. */
+    occurredAt: p.bigint('number'),
+    settledAt: p.datetime().length(3),
+    /** Restocks only: the Redis shards were credited (MySQL is written first). */
+    redisApplied: p.boolean().default(true),
+  },
+  uniques: [{ properties: ['couponId', 'requestId', 'kind'], name: 'uq_ledger_request' }],
+  indexes: [{ properties: ['couponId', 'kind'], name: 'ix_ledger_coupon_kind' }],
+});
+
+export const AnomalyRow = defineEntity({
+  name: 'AnomalyRow',
+  tableName: 'settlement_anomaly',
+  properties: {
+    id: p.bigint('number').primary().autoincrement(),
+    /** JetStream message id of the refused event. */
+    eventId: p.string().length(255).unique(),
+    couponId: p.string().length(64).nullable(),
+    requestId: p.string().length(128).nullable(),
+    kind: p.string().length(16).nullable(),
+    quantity: p.bigint('number'),
+    shard: p.integer().nullable(),
+    reason: p.string().length(64),
+    detail: p.text(),
+    /** The units went back to the Redis shard. */
+    refunded: p.boolean().default(false),
+    createdAt: p.datetime().length(3),
+  },
+  indexes: [{ properties: ['couponId'], name: 'ix_anomaly_coupon' }],
+});
+
+export const entities = [CouponRow, LedgerRow, AnomalyRow];

@@ -1,0 +1,39 @@
+// Opens MikroORM on the configured MySQL/MariaDB, creating the database if needed and running the
+// committed migrations, so a fresh server is usable with no manual step.
+import { MikroORM } from '@mikro-orm/mysql';
+import { createConnection } from 'mysql2/promise';
+import { Migrator } from '@mikro-orm/migrations';
+import { entities } from './entities.js';
+import { M001Initial } from './migrations/m001-initial.js';
+
+export interface OrmOptions {
+  url: string;
+  /** Extra pool size; settlement and admin share it. */
+  poolMax?: number;
+  debug?: boolean;
+}
+
+export async function openOrm(options: OrmOptions): Promise<MikroORM> {
+  const url = new URL(options.url);
+  const dbName = decodeURIComponent(url.pathname.replace(/^\//, '')) || 'shardstock';
+  if (!/^[A-Za-z0-9_]{1,64}$/.test(dbName)) throw new Error(`database name ${JSON.stringify(dbName)} is not allowed`);
+  // MikroORM's ensureDatabase also creates the schema from entities, which would bypass the migrations.
+  const admin = await createConnection({ host: url.hostname, port: Number(url.port || 3306), user: decodeURIComponent(url.username || 'root'), password: decodeURIComponent(url.password) });
+  try {
+    await admin.query(`create database if not exists \`${dbName}\` character set utf8mb4`);
+  } finally {
+    await admin.end();
+  }
+  const orm = await MikroORM.init({
+    clientUrl: `${url.protocol}//${url.username ? `${url.username}${url.password ? `:${url.password}` : ''}@` : ''}${url.host}/${dbName}`,
+    entities,
+    extensions: [Migrator],
+    migrations: { migrationsList: [{ name: 'm001-initial', class: M001Initial }], transactional: false, snapshot: false },
+    pool: { min: 1, max: options.poolMax ?? 16 },
+    debug: options.debug ?? false,
+    ensureDatabase: false,
+    allowGlobalContext: false,
+  });
+  await orm.migrator.up();
+  return orm;
+}

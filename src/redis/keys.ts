@@ -1,0 +1,44 @@
+// Every Redis key name the service uses is built here and nowhere else; Lua scripts receive them as KEYS.
+//
+// A coupon's stock is split over shards. Each shard owns one hash tag, chosen when the coupon is created
+// (see shard-tags.ts) so shards spread evenly over the cluster's masters, and every key of one shard
+// shares that tag: one Lua call can touch all of them atomically in one slot.
+
+export interface ShardKeys {
+  /** hash: avail (units to hand out), transit (units moved out, not yet acknowledged by the target),
+   *  net (units deducted minus units compensated here) */
+  shard: string;
+  /** hash per Deduct request_id: the recorded outcome (idempotency record, expires with the window) */
+  request(requestId: string): string;
+  /** string per request_id: "user|quantity" claimed by the first Deduct of a limited coupon */
+  claim(requestId: string): string;
+  /** integer per user: units this user holds of the coupon (limited coupons only) */
+  user(userId: string): string;
+  /** stream: events not yet relayed to JetStream */
+  outbox: string;
+  /** hash moveId -> "target|quantity|startedMs": fallback moves that left this shard and have not been acknowledged */
+  moves: string;
+  /** sorted set of credit ids (moves in, restocks, anomaly refunds) applied here, scored by time: makes credits idempotent */
+  credits: string;
+}
+
+export function shardKeys(namespace: string, tag: string): ShardKeys {
+  const base = `${namespace}:{${tag}}`;
+  return {
+    shard: `${base}:shard`,
+    request: (requestId) => `${base}:req:${requestId}`,
+    claim: (requestId) => `${base}:claim:${requestId}`,
+    user: (userId) => `${base}:user:${userId}`,
+    outbox: `${base}:outbox`,
+    moves: `${base}:moves`,
+    credits: `${base}:credits`,
+  };
+}
+
+/** The text between the braces of one shard's keys. Coupon ids cannot contain `#` or `{}`, so tags never collide. */
+export function shardTag(couponId: string, index: number, salt: number): string {
+  return `${couponId}#${index}.${salt}`;
+}
+
+/** Consumer group every service instance joins on every outbox stream. */
+export const RELAY_GROUP = 'relay';
