@@ -8,6 +8,8 @@ export const CouponRow = defineEntity({
   tableName: 'coupon',
   properties: {
     id: p.string().primary().length(64),
+    /** Stock the coupon was created with: part of its definition (CreateCoupon idempotency). */
+    initialStock: p.bigint('number'),
     /** Initial stock plus every restock. */
     totalStock: p.bigint('number'),
     shardCount: p.integer(),

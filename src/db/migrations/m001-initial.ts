@@ -8,6 +8,7 @@ export class M001Initial extends Migration {
   override up(): void {
     this.addSql(`create table coupon (
       id varchar(64) not null primary key,
+      initial_stock bigint not null,
       total_stock bigint not null,
       shard_count int not null,
       per_user_limit int not null,

@@ -1,0 +1,165 @@
+// The composition root: connects the infrastructure, builds the domain services and both transports,
+// starts the background workers, and shuts everything down in order.
+import { connect as connectNats, type NatsConnection } from 'nats';
+import type { Cluster } from 'ioredis';
+import type { MikroORM } from '@mikro-orm/mysql';
+import type { Config } from '../config.js';
+import { openOrm } from '../db/orm.js';
+import { MikroCouponRepository } from '../db/coupon-repository.js';
+import { CouponAdmin } from '../domain/admin.js';
+import { CompensateService } from '../domain/compensate.js';
+import { CouponCatalog } from '../domain/coupon-catalog.js';
+import { DeductService } from '../domain/deduct.js';
+import { MoveSweeper } from '../domain/move-sweeper.js';
+import type { CouponRepository, InFlightCounter, StockStore } from '../domain/ports.js';
+import { ShardReloader } from '../domain/shard-reloader.js';
+import { SoldOutCache } from '../domain/sold-out-cache.js';
+import { NatsStockSignals } from '../nats/stock-signals.js';
+import { connectCluster } from '../redis/cluster.js';
+import { ReplicaAck } from '../redis/replica-ack.js';
+import { RedisStockStore } from '../redis/stock-store.js';
+import { startGrpcServer, type GrpcServer } from '../transport/grpc-server.js';
+import { createHandlers, type InventoryHandlers } from '../transport/handlers.js';
+import { inventoryRoutes } from '../transport/connect-routes.js';
+import { startHttpServer, type HttpServer, type PlainRoute } from '../transport/http-server.js';
+import { guardErrors } from '../util/guard-errors.js';
+import { createLogger, type Logger } from '../util/logger.js';
+import { Periodic } from './periodic.js';
+import { Readiness } from './readiness.js';
+import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
+
+export interface App {
+  config: Readonly<Config>;
+  grpcPort: number;
+  httpPort: number;
+  log: Logger;
+  redis: Cluster;
+  orm: MikroORM;
+  nats: NatsConnection;
+  store: RedisStockStore;
+  repo: CouponRepository;
+  handlers: InventoryHandlers;
+  admin: CouponAdmin;
+  deduct: DeductService;
+  sweeper: MoveSweeper;
+  readiness: Readiness;
+  close(): Promise<void>;
+}
+
+async function waitReady(redis: Cluster, timeoutMs: number): Promise<void> {
+  if (redis.status === 'ready') return;
+  await new Promise<void>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`Redis Cluster not ready after ${timeoutMs} ms`)), timeoutMs);
+    redis.once('ready', () => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+}
+
+export async function startApp(config: Readonly<Config>, logger?: Logger): Promise<App> {
+  const log = logger ?? createLogger(config.logLevel, { instance: config.instanceId });
+  const redis = connectCluster({ nodes: config.redisNodes, password: config.redisPassword });
+  redis.on('error', (err) => log.warn({ err: err.message }, 'redis cluster error'));
+  await waitReady(redis, 15_000);
+  const orm = await openOrm({ url: config.mysqlUrl });
+  const nats = await connectNats({ servers: config.natsUrl.split(','), name: `shardstock-${config.instanceId}`, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+
+  const replicaAck = config.ackLevel === 'replica' ? new ReplicaAck(redis, config.waitTimeoutMs) : undefined;
+  const store = new RedisStockStore(redis, { namespace: config.namespace, idempotencyWindowS: config.idempotencyWindowS, replicaAck });
+  const guardedStore: StockStore = guardErrors(store, 'Redis');
+  const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
+  const signals = new NatsStockSignals(nats, config.namespace);
+  const catalog = new CouponCatalog(repo);
+  const soldOut = new SoldOutCache(config.soldOutTtlMs, signals);
+  const onError = (what: string, err: unknown) => log.warn({ err: (err as Error)?.message, what }, 'background step failed');
+
+  // settlement: replaced by the JetStream-aware counter in src/settlement (issue #4).
+  const inFlight: InFlightCounter = { inFlightNet: async () => 0 };
+  const reloader = new ShardReloader(guardedStore, repo, inFlight, (couponId, shard, units) =>
+    log.warn({ couponId, shard, units }, 'reloaded a missing shard from MySQL'),
+  );
+  const admin = new CouponAdmin({
+    repo, store: guardedStore, catalog, soldOut, signals, reloader, defaultShards: config.defaultShards,
+    topology: { slotOwners: () => redis.slots },
+  });
+  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError);
+  const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader);
+  const sweeper = new MoveSweeper(guardedStore, reloader);
+  const handlers = createHandlers({ admin, deduct, compensate });
+
+  const onUnexpected = (method: string, err: unknown) => log.error({ method, err }, 'call failed');
+  const readiness = new Readiness([
+    { name: 'redis', ping: () => redis.ping() },
+    { name: 'mysql', ping: () => orm.em.fork().getConnection().execute('select 1') },
+    { name: 'nats', ping: () => nats.flush() },
+  ]);
+  const plain: PlainRoute[] = [
+    (req, res) => {
+      if (req.url !== '/healthz' && req.url !== '/readyz') return false;
+      const state = readiness.current();
+      const ok = req.url === '/healthz' || state.ready;
+      res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(req.url === '/healthz' ? { status: 'ok' } : state));
+      return true;
+    },
+  ];
+
+  let grpc: GrpcServer | undefined;
+  let http: HttpServer | undefined;
+  const workers: Periodic[] = [];
+  try {
+    grpc = await startGrpcServer(config.grpcAddr, handlers, { maxMessageBytes: config.maxMessageBytes, onUnexpected });
+    http = await startHttpServer(config.httpAddr, { routes: inventoryRoutes(handlers, { onUnexpected }), plain, maxMessageBytes: config.maxMessageBytes });
+  } catch (err) {
+    grpc?.server.forceShutdown();
+    await http?.close(0);
+    throw err;
+  }
+  const g = grpc;
+  readiness.onChange((ready) => {
+    const status = ready ? 'SERVING' : 'NOT_SERVING';
+    g.health.setStatus('', status);
+    g.health.setStatus(InventoryService.typeName, status);
+    log.info({ ready, checks: readiness.current().checks }, 'readiness changed');
+  });
+  await readiness.check();
+  readiness.start();
+
+  if (config.workers.has('sweep')) {
+    workers.push(
+      new Periodic('sweep', config.sweepIntervalMs, async () => {
+        for (const coupon of catalog.active()) await sweeper.sweep(coupon);
+        for (const r of await repo.unappliedRestocks(10_000)) {
+          const coupon = await repo.find(r.couponId);
+          if (coupon) await admin.applyRestock(coupon, r.requestId, r.quantity);
+        }
+      }, onError).start(),
+    );
+  }
+
+  log.info({ grpc: config.grpcAddr, grpcPort: grpc.port, http: config.httpAddr, httpPort: http.port, ackLevel: config.ackLevel }, 'shardstock serving');
+
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      readiness.stop();
+      g.health.setStatus('', 'NOT_SERVING');
+      g.health.setStatus(InventoryService.typeName, 'NOT_SERVING');
+      // Stop accepting, let in-flight calls finish within the grace period, then cut what is left.
+      const grpcDone = new Promise<void>((resolve) => g.server.tryShutdown(() => resolve()));
+      const grace = setTimeout(() => g.server.forceShutdown(), config.shutdownGraceMs);
+      await Promise.all([grpcDone, http!.close(config.shutdownGraceMs)]);
+      clearTimeout(grace);
+      await Promise.all(workers.map((w) => w.stop()));
+      signals.close();
+      await nats.drain().catch(() => nats.close());
+      await redis.quit().catch(() => redis.disconnect());
+      await orm.close(true);
+      log.info('shardstock stopped');
+    })());
+
+  return {
+    config, grpcPort: grpc.port, httpPort: http.port, log, redis, orm, nats, store, repo, handlers, admin, deduct, sweeper, readiness, close,
+  };
+}

@@ -1,0 +1,65 @@
+// Whether this instance can do its job right now: Redis Cluster, NATS and MySQL each answer a ping. Polled,
+// so /readyz, grpc.health.v1 and metrics all read the same cached answer and a probe never piles up calls.
+export interface Dependency {
+  name: string;
+  ping(): Promise<unknown>;
+}
+
+export interface ReadinessState {
+  ready: boolean;
+  checks: Record<string, { ok: boolean; error?: string; checkedAt: string }>;
+}
+
+export class Readiness {
+  private state: ReadinessState = { ready: false, checks: {} };
+  private timer: NodeJS.Timeout | undefined;
+  private readonly listeners = new Set<(ready: boolean) => void>();
+
+  constructor(
+    private readonly deps: Dependency[],
+    private readonly intervalMs = 1000,
+    private readonly timeoutMs = 1500,
+  ) {}
+
+  current(): ReadinessState {
+    return this.state;
+  }
+
+  onChange(listener: (ready: boolean) => void): void {
+    this.listeners.add(listener);
+  }
+
+  async check(): Promise<ReadinessState> {
+    const checks: ReadinessState['checks'] = {};
+    await Promise.all(
+      this.deps.map(async (d) => {
+        const checkedAt = new Date().toISOString();
+        try {
+          await Promise.race([d.ping(), new Promise((_, reject) => setTimeout(() => reject(new Error('timed out')), this.timeoutMs).unref())]);
+          checks[d.name] = { ok: true, checkedAt };
+        } catch (err) {
+          checks[d.name] = { ok: false, error: (err as Error).message, checkedAt };
+        }
+      }),
+    );
+    const ready = Object.values(checks).every((c) => c.ok);
+    const changed = ready !== this.state.ready;
+    this.state = { ready, checks };
+    if (changed) for (const l of this.listeners) l(ready);
+    return this.state;
+  }
+
+  start(): void {
+    const tick = () => {
+      void this.check().finally(() => {
+        if (this.timer) this.timer = setTimeout(tick, this.intervalMs);
+      });
+    };
+    this.timer = setTimeout(tick, 0);
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}

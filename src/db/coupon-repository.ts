@@ -1,0 +1,89 @@
+// CouponRepository on MikroORM: a fresh EntityManager fork per unit of work.
+import type { MikroORM } from '@mikro-orm/mysql';
+import { UniqueConstraintViolationException } from '@mikro-orm/core';
+import type { Coupon, CouponRepository, NewCoupon, RestockResult } from '../domain/ports.js';
+import { CouponRow, LedgerRow } from './entities.js';
+
+function toPlain(row: {
+  id: string; initialStock: number; totalStock: number; shardCount: number; perUserLimit: number; shardTags: string[];
+  preheated: boolean; settledRemaining: number; createdAt: Date;
+}): Coupon {
+  return {
+    id: row.id,
+    initialStock: Number(row.initialStock),
+    totalStock: Number(row.totalStock),
+    shardCount: row.shardCount,
+    perUserLimit: row.perUserLimit,
+    shardTags: row.shardTags,
+    preheated: !!row.preheated,
+    settledRemaining: Number(row.settledRemaining),
+    createdAt: row.createdAt,
+  };
+}
+
+export class MikroCouponRepository implements CouponRepository {
+  constructor(private readonly orm: MikroORM) {}
+
+  async create(c: NewCoupon): Promise<{ coupon: Coupon; created: boolean }> {
+    const em = this.orm.em.fork();
+    const now = new Date();
+    try {
+      await em.insert(CouponRow, {
+        id: c.id, initialStock: c.initialStock, totalStock: c.initialStock, shardCount: c.shardCount, perUserLimit: c.perUserLimit,
+        shardTags: c.shardTags, preheated: false, settledRemaining: c.initialStock, createdAt: now, updatedAt: now, version: 1,
+      });
+      const coupon = await this.find(c.id);
+      return { coupon: coupon!, created: true };
+    } catch (err) {
+      if (!(err instanceof UniqueConstraintViolationException)) throw err;
+      const existing = await this.find(c.id);
+      if (!existing) throw err;
+      return { coupon: existing, created: false };
+    }
+  }
+
+  async find(id: string): Promise<Coupon | null> {
+    const row = await this.orm.em.fork().findOne(CouponRow, { id });
+    return row ? toPlain(row) : null;
+  }
+
+  async markPreheated(id: string): Promise<void> {
+    await this.orm.em.fork().nativeUpdate(CouponRow, { id }, { preheated: true });
+  }
+
+  async restock(id: string, requestId: string, quantity: number): Promise<RestockResult | null> {
+    return this.orm.em.fork().transactional(async (em) => {
+      const coupon = await em.findOne(CouponRow, { id });
+      if (!coupon) return null;
+      const inserted = await em
+        .createQueryBuilder(LedgerRow)
+        .insert({ couponId: id, requestId, kind: 'RESTOCK', quantity, occurredAt: Date.now(), settledAt: new Date(), redisApplied: false })
+        .onConflict(['couponId', 'requestId', 'kind'])
+        .ignore()
+        .execute('run');
+      if ((inserted as { affectedRows: number }).affectedRows === 0) {
+        const prior = await em.findOneOrFail(LedgerRow, { couponId: id, requestId, kind: 'RESTOCK' });
+        return { coupon: toPlain(coupon), replayed: true, needsRedis: !prior.redisApplied, quantity: Number(prior.quantity) };
+      }
+      coupon.totalStock = Number(coupon.totalStock) + quantity;
+      coupon.settledRemaining = Number(coupon.settledRemaining) + quantity;
+      coupon.updatedAt = new Date();
+      // Flushed by transactional(); the version column makes a concurrent settlement retry instead of
+      // overwriting this increment.
+      return { coupon: toPlain(coupon), replayed: false, needsRedis: true, quantity };
+    });
+  }
+
+  async markRestockApplied(id: string, requestId: string): Promise<void> {
+    await this.orm.em.fork().nativeUpdate(LedgerRow, { couponId: id, requestId, kind: 'RESTOCK' }, { redisApplied: true });
+  }
+
+  async unappliedRestocks(olderThanMs: number) {
+    const rows = await this.orm.em.fork().find(
+      LedgerRow,
+      { kind: 'RESTOCK', redisApplied: false, occurredAt: { $lt: Date.now() - olderThanMs } },
+      { limit: 100 },
+    );
+    return rows.map((r) => ({ couponId: r.couponId, requestId: r.requestId, quantity: Number(r.quantity) }));
+  }
+}

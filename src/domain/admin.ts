@@ -1,0 +1,129 @@
+// Coupon administration: create (with preheating), read the level, restock.
+import { DomainError, invalid, notFound } from './errors.js';
+import type { ClusterTopology, Coupon, CouponRepository, StockSignals, StockStore } from './ports.js';
+import { allShards, shardRef, splitEvenly } from './routing.js';
+import type { CouponCatalog } from './coupon-catalog.js';
+import type { SoldOutCache } from './sold-out-cache.js';
+import type { ShardReloader } from './shard-reloader.js';
+import { chooseShardTags } from '../redis/shard-tags.js';
+import * as v from './validate.js';
+
+export interface CreateCouponInput {
+  couponId: string;
+  totalStock: bigint;
+  shardCount: number;
+  perUserLimit: number;
+}
+
+export interface StockLevel {
+  couponId: string;
+  totalStock: number;
+  available: number;
+  deducted: number;
+  settledRemaining: number;
+  pendingSettlement: number;
+  soldOut: boolean;
+  shards: { index: number; available: number; inTransit: number }[];
+  observedAt: Date;
+}
+
+export interface AdminDeps {
+  repo: CouponRepository;
+  store: StockStore;
+  topology: ClusterTopology;
+  catalog: CouponCatalog;
+  soldOut: SoldOutCache;
+  signals: StockSignals;
+  reloader: ShardReloader;
+  defaultShards: number;
+}
+
+export class CouponAdmin {
+  constructor(private readonly d: AdminDeps) {}
+
+  async create(input: CreateCouponInput): Promise<{ coupon: Coupon; created: boolean }> {
+    const id = v.couponId(input.couponId);
+    const total = v.units('total_stock', input.totalStock, 0n, v.MAX_TOTAL_STOCK);
+    const shardCount = input.shardCount === 0 ? this.d.defaultShards : input.shardCount;
+    if (shardCount < 1 || shardCount > v.MAX_SHARDS) throw invalid('shard_count', `must be in 1..${v.MAX_SHARDS} (0 = server default), got ${input.shardCount}`);
+    if (input.perUserLimit < 0) throw invalid('per_user_limit', `must be >= 0 (0 = unlimited), got ${input.perUserLimit}`);
+
+    const shardTags = chooseShardTags(id, shardCount, this.d.topology.slotOwners());
+    const { coupon, created } = await this.d.repo.create({ id, initialStock: total, shardCount, perUserLimit: input.perUserLimit, shardTags });
+    if (!created && (coupon.initialStock !== total || coupon.shardCount !== shardCount || coupon.perUserLimit !== input.perUserLimit)) {
+      throw new DomainError(
+        'already_exists',
+        `coupon ${id} already exists with total_stock=${coupon.initialStock}, shard_count=${coupon.shardCount}, per_user_limit=${coupon.perUserLimit}`,
+      );
+    }
+    if (!coupon.preheated) {
+      // Never overwrites a live shard (shard-init-2.lua), so a replay after a crash mid-preheat is safe.
+      const split = splitEvenly(coupon.initialStock, coupon.shardCount);
+      await Promise.all(allShards(coupon).map((s) => this.d.store.initShard(s, split[s.index]!)));
+      await this.d.repo.markPreheated(coupon.id);
+      coupon.preheated = true;
+    }
+    this.d.catalog.remember(coupon);
+    return { coupon, created };
+  }
+
+  async level(couponIdRaw: string, includeShards: boolean): Promise<StockLevel> {
+    const couponId = v.couponId(couponIdRaw);
+    const coupon = await this.d.repo.find(couponId);
+    if (!coupon) throw notFound(`coupon ${couponId} does not exist`);
+    return this.levelOf(coupon, includeShards);
+  }
+
+  async levelOf(coupon: Coupon, includeShards: boolean): Promise<StockLevel> {
+    const shards = await this.d.store.probe(allShards(coupon));
+    let available = 0;
+    let deducted = 0;
+    for (const s of shards) {
+      available += (s.available ?? 0) + s.inTransit;
+      deducted += s.net;
+    }
+    const settledNet = coupon.totalStock - coupon.settledRemaining;
+    return {
+      couponId: coupon.id,
+      totalStock: coupon.totalStock,
+      available,
+      deducted,
+      settledRemaining: coupon.settledRemaining,
+      pendingSettlement: Math.max(0, deducted - settledNet),
+      soldOut: available === 0,
+      shards: includeShards ? shards.map((s) => ({ index: s.index, available: s.available ?? 0, inTransit: s.inTransit })) : [],
+      observedAt: new Date(),
+    };
+  }
+
+  async restock(input: { couponId: string; quantity: bigint; requestId: string }): Promise<{ level: StockLevel; replayed: boolean }> {
+    const couponId = v.couponId(input.couponId);
+    const quantity = v.units('quantity', input.quantity, 1n, v.MAX_TOTAL_STOCK);
+    const requestId = v.requestId(input.requestId);
+    const r = await this.d.repo.restock(couponId, requestId, quantity);
+    if (!r) throw notFound(`coupon ${couponId} does not exist`);
+    if (r.needsRedis) await this.applyRestock(r.coupon, requestId, r.quantity);
+    const coupon = (await this.d.repo.find(couponId))!;
+    return { level: await this.levelOf(coupon, true), replayed: r.replayed };
+  }
+
+  /** Credits each shard its share, once per shard (credit id R:<request_id>); also finishes restocks a crash interrupted. */
+  async applyRestock(coupon: Coupon, requestId: string, quantity: number): Promise<void> {
+    const split = splitEvenly(quantity, coupon.shardCount);
+    await Promise.all(
+      allShards(coupon).map(async (s) => {
+        if (split[s.index] === 0) return;
+        const r = await this.d.store.credit(s, `R:${requestId}`, split[s.index]!);
+        // A reloaded shard is computed from MySQL, which already holds this restock: do not add it twice.
+        if (r === 'missing') await this.d.reloader.reload(coupon, s.index);
+      }),
+    );
+    await this.d.repo.markRestockApplied(coupon.id, requestId);
+    this.d.soldOut.clear(coupon.id);
+    this.d.signals.stockReturned(coupon.id);
+  }
+
+  shard(coupon: Coupon, index: number) {
+    return shardRef(coupon, index);
+  }
+}

@@ -1,0 +1,63 @@
+// Compensate: gives the units of one recorded deduction back to the shard that served it, once.
+import { DomainError } from './errors.js';
+import type { StockSignals, StockStore } from './ports.js';
+import type { CouponCatalog } from './coupon-catalog.js';
+import type { SoldOutCache } from './sold-out-cache.js';
+import type { ShardReloader } from './shard-reloader.js';
+import { claimShard, homeShard, shardRef } from './routing.js';
+import * as v from './validate.js';
+
+export type CompensateOutcome = 'compensated' | 'already_compensated' | 'not_deducted';
+
+export interface CompensateInput {
+  couponId: string;
+  requestId: string;
+  reason: string;
+}
+
+export class CompensateService {
+  constructor(
+    private readonly catalog: CouponCatalog,
+    private readonly store: StockStore,
+    private readonly soldOut: SoldOutCache,
+    private readonly signals: StockSignals,
+    private readonly reloader: ShardReloader,
+  ) {}
+
+  async compensate(input: CompensateInput, signal?: AbortSignal): Promise<{ outcome: CompensateOutcome; remaining: number }> {
+    const couponId = v.couponId(input.couponId);
+    const requestId = v.requestId(input.requestId);
+    const reason = v.text('reason', input.reason, v.REASON_MAX);
+    const coupon = await this.catalog.get(couponId);
+
+    let userId: string | undefined;
+    let home: number;
+    if (coupon.perUserLimit > 0) {
+      // The record lives on the user's shard; the claim on the request's shard says which user.
+      const claim = await this.store.readClaim(shardRef(coupon, claimShard(coupon, requestId)), requestId);
+      if (claim === null) return { outcome: 'not_deducted', remaining: 0 };
+      userId = claim.split('|')[0]!;
+      home = homeShard(coupon, requestId, userId);
+    } else {
+      home = homeShard(coupon, requestId, '');
+    }
+    const ref = shardRef(coupon, home);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      if (signal?.aborted) throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
+      const r = await this.store.compensate(ref, requestId, reason, userId);
+      switch (r.kind) {
+        case 'compensated':
+          this.soldOut.clear(couponId);
+          this.signals.stockReturned(couponId);
+          return { outcome: 'compensated', remaining: r.remaining };
+        case 'already':
+          return { outcome: 'already_compensated', remaining: r.remaining };
+        case 'not_deducted':
+          return { outcome: 'not_deducted', remaining: 0 };
+        case 'missing':
+          await this.reloader.reload(coupon, home);
+      }
+    }
+    throw new DomainError('unavailable', `shard ${home} of coupon ${couponId} could not be reloaded; retry`);
+  }
+}

@@ -1,0 +1,205 @@
+// Deduct: one Lua call on the request's home shard in the common case. When the home shard cannot cover the
+// request, units are moved to it from the shards that have them (move-out on each source, credited by the
+// next deduct call on the home shard, acknowledged afterwards; a sweeper finishes moves whose mover died),
+// so a coupon is sold out only when all of its shards are empty.
+import { DomainError, invalid } from './errors.js';
+import type { Coupon, Credit, ShardLevel, StockStore } from './ports.js';
+import type { CouponCatalog } from './coupon-catalog.js';
+import type { SoldOutCache } from './sold-out-cache.js';
+import type { ShardReloader } from './shard-reloader.js';
+import { allShards, claimShard, homeShard, shardRef } from './routing.js';
+import * as v from './validate.js';
+
+export type DeductOutcome = 'deducted' | 'sold_out' | 'insufficient' | 'user_limit_exceeded';
+
+export interface DeductInput {
+  couponId: string;
+  requestId: string;
+  userId: string;
+  quantity: bigint;
+}
+
+export interface DeductResult {
+  outcome: DeductOutcome;
+  replayed: boolean;
+  /** Units left in the serving shard right after the call. */
+  remaining: number;
+  shard: number;
+}
+
+export interface DeductStats {
+  fallbacks: number;
+  moves: number;
+  movedUnits: number;
+  soldOutFastPath: number;
+  reloads: number;
+}
+
+/** Enough rounds for thousands of callers racing for the last units; each round either lands units on the
+ * home shard or sees the coupon empty. */
+const MAX_ROUNDS = 24;
+
+export class DeductService {
+  readonly stats: DeductStats = { fallbacks: 0, moves: 0, movedUnits: 0, soldOutFastPath: 0, reloads: 0 };
+
+  constructor(
+    private readonly catalog: CouponCatalog,
+    private readonly store: StockStore,
+    private readonly soldOut: SoldOutCache,
+    private readonly reloader: ShardReloader,
+    private readonly maxQuantity: number,
+    private readonly onError: (what: string, err: unknown) => void = () => {},
+  ) {}
+
+  async deduct(input: DeductInput, signal?: AbortSignal): Promise<DeductResult> {
+    const couponId = v.couponId(input.couponId);
+    const requestId = v.requestId(input.requestId);
+    const userId = v.optionalId('user_id', input.userId, v.USER_ID_MAX) ?? '';
+    const quantity = input.quantity === 0n ? 1 : v.units('quantity', input.quantity, 1n, BigInt(this.maxQuantity));
+    const coupon = await this.catalog.get(couponId);
+    const limit = coupon.perUserLimit;
+    if (limit > 0 && userId === '') throw invalid('user_id', `is required: coupon ${couponId} has a per-user limit of ${limit}`);
+    if (limit > 0 && quantity > limit) return { outcome: 'user_limit_exceeded', replayed: false, remaining: 0, shard: homeShard(coupon, requestId, userId) };
+
+    if (limit > 0) {
+      // A limited coupon routes by user; the request id's own shard keeps who first used it, so reuse with
+      // another user or quantity is caught even though it would land on another shard.
+      const claimed = `${userId}|${quantity}`;
+      const prior = await this.store.claimRequest(shardRef(coupon, claimShard(coupon, requestId)), requestId, claimed);
+      if (prior !== null && prior !== claimed) {
+        const [priorUser, priorQty] = prior.split('|');
+        throw conflict(requestId, priorUser !== userId ? 'user_id' : 'quantity', priorUser !== userId ? priorUser! : priorQty!);
+      }
+    }
+
+    const home = homeShard(coupon, requestId, userId);
+    const homeRef = shardRef(coupon, home);
+    if (this.soldOut.isSoldOut(couponId)) {
+      this.stats.soldOutFastPath++;
+      // One plain read keeps replays truthful: a retried request that deducted before the sell-out must get
+      // its DEDUCTED back, or its unit would be stranded with a caller who believes it failed.
+      const rec = await this.store.readRequest(homeRef, requestId);
+      if (!rec) return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home };
+      if (rec.userId !== userId) throw conflict(requestId, 'user_id', rec.userId);
+      if (rec.quantity !== quantity) throw conflict(requestId, 'quantity', String(rec.quantity));
+      return { outcome: 'deducted', replayed: true, remaining: rec.remaining, shard: home };
+    }
+
+    const req = { requestId, userId, quantity, perUserLimit: limit };
+    let credits: Credit[] = [];
+    let moved: { source: number; moveId: string }[] = [];
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      if (signal?.aborted) throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
+      const r = await this.store.deduct(homeRef, req, credits);
+      if (r.kind === 'missing') {
+        this.stats.reloads++;
+        await this.reloader.reload(coupon, home);
+        continue;
+      }
+      if (moved.length > 0) {
+        this.ackMoves(coupon, moved);
+        credits = [];
+        moved = [];
+      }
+      switch (r.kind) {
+        case 'deducted':
+          return { outcome: 'deducted', replayed: false, remaining: r.remaining, shard: home };
+        case 'replay':
+          return { outcome: 'deducted', replayed: true, remaining: r.remaining, shard: home };
+        case 'conflict':
+          throw conflict(requestId, r.field, r.recorded);
+        case 'user_limit':
+          return { outcome: 'user_limit_exceeded', replayed: false, remaining: 0, shard: home };
+        case 'short': {
+          if (round === 0) this.stats.fallbacks++;
+          const plan = await this.planFallback(coupon, home, quantity, r.available);
+          if (plan === 'sold_out') {
+            this.soldOut.mark(couponId);
+            return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home };
+          }
+          if (plan === 'insufficient') return { outcome: 'insufficient', replayed: false, remaining: r.available, shard: home };
+          if (plan === 'wait') {
+            // Units are travelling between shards; they land within a round trip or two.
+            await sleep(1 + Math.random() * 4 * (round + 1));
+            continue;
+          }
+          const taken = await this.moveIn(coupon, home, requestId, round, plan);
+          credits = taken.credits;
+          moved = taken.moved;
+          if (credits.length === 0) await sleep(Math.random() * 2 * (round + 1));
+          break;
+        }
+      }
+    }
+    throw new DomainError('aborted', `too much contention on coupon ${couponId}; retry with the same request_id`);
+  }
+
+  /** Decides from a probe of every shard: sell-out, not enough, wait for units in transit, or where to take from. */
+  private async planFallback(coupon: Coupon, home: number, quantity: number, homeAvailable: number) {
+    const levels = await this.store.probe(allShards(coupon));
+    let available = 0;
+    let inTransit = 0;
+    for (const l of levels) {
+      available += l.index === home ? homeAvailable : (l.available ?? 0);
+      inTransit += l.inTransit;
+    }
+    if (available + inTransit === 0) return 'sold_out' as const;
+    if (available < quantity) return inTransit > 0 ? ('wait' as const) : ('insufficient' as const);
+    return pickSources(levels, home, quantity - homeAvailable);
+  }
+
+  private async moveIn(coupon: Coupon, home: number, requestId: string, round: number, sources: { index: number; want: number }[]) {
+    const credits: Credit[] = [];
+    const moved: { source: number; moveId: string }[] = [];
+    await Promise.all(
+      sources.map(async ({ index, want }) => {
+        const moveId = `${requestId}/${round}/${index}>${home}`;
+        const taken = await this.store.moveOut(shardRef(coupon, index), moveId, home, want);
+        if (taken === 'missing') {
+          this.reloader.reload(coupon, index).catch((err) => this.onError('reload', err));
+          return;
+        }
+        if (taken > 0) {
+          this.stats.moves++;
+          this.stats.movedUnits += taken;
+          credits.push({ id: `M:${moveId}`, quantity: taken });
+          moved.push({ source: index, moveId });
+        }
+      }),
+    );
+    return { credits, moved };
+  }
+
+  private ackMoves(coupon: Coupon, moved: { source: number; moveId: string }[]): void {
+    // Not awaited: an unacknowledged move only keeps its units counted as transit until the sweeper acks it.
+    for (const m of moved) {
+      this.store.ackMove(shardRef(coupon, m.source), m.moveId).catch((err) => this.onError('move ack', err));
+    }
+  }
+}
+
+/** Takes from the fullest shards first; spreads ties randomly so racing callers pick different sources. */
+export function pickSources(levels: ShardLevel[], home: number, need: number): { index: number; want: number }[] {
+  const candidates = levels
+    .filter((l) => l.index !== home && (l.available ?? 0) > 0)
+    .map((l) => ({ index: l.index, available: l.available!, r: Math.random() }))
+    .sort((a, b) => b.available - a.available || a.r - b.r);
+  const plan: { index: number; want: number }[] = [];
+  let left = need;
+  for (const c of candidates) {
+    if (left <= 0) break;
+    const want = Math.min(c.available, left);
+    plan.push({ index: c.index, want });
+    left -= want;
+  }
+  return plan;
+}
+
+function conflict(requestId: string, field: 'user_id' | 'quantity', recorded: string): DomainError {
+  return new DomainError(
+    'failed_precondition',
+    `request_id ${requestId} was already used with a different ${field} (recorded: ${JSON.stringify(recorded)}); use a new request_id`,
+  );
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

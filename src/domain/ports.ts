@@ -1,0 +1,136 @@
+// The narrow interfaces the domain needs from infrastructure. Redis, MySQL and NATS implementations live in
+// src/redis, src/db and src/settlement; the use cases never see a client library type.
+
+export interface Coupon {
+  id: string;
+  initialStock: number;
+  /** Initial stock plus restocks. */
+  totalStock: number;
+  shardCount: number;
+  perUserLimit: number;
+  /** Hash tag of each shard, index = shard number. */
+  shardTags: string[];
+  preheated: boolean;
+  settledRemaining: number;
+  createdAt: Date;
+}
+
+export interface ShardRef {
+  couponId: string;
+  index: number;
+  tag: string;
+}
+
+export interface DeductInput {
+  requestId: string;
+  userId: string;
+  quantity: number;
+  perUserLimit: number;
+}
+
+export interface Credit {
+  id: string;
+  quantity: number;
+}
+
+export type DeductScriptResult =
+  | { kind: 'deducted'; remaining: number }
+  | { kind: 'replay'; remaining: number; compensated: boolean }
+  | { kind: 'short'; available: number }
+  | { kind: 'user_limit'; held: number }
+  | { kind: 'conflict'; field: 'user_id' | 'quantity'; recorded: string }
+  | { kind: 'missing' };
+
+export type CompensateScriptResult =
+  | { kind: 'compensated'; remaining: number; quantity: number }
+  | { kind: 'already'; remaining: number }
+  | { kind: 'not_deducted' }
+  | { kind: 'missing' };
+
+export interface ShardLevel {
+  index: number;
+  /** null when the shard key is missing */
+  available: number | null;
+  inTransit: number;
+  net: number;
+}
+
+export interface PendingMove {
+  moveId: string;
+  target: number;
+  quantity: number;
+  startedMs: number;
+}
+
+/** One shard's outbox events, as written by the Lua scripts. */
+export interface OutboxEvent {
+  streamId: string;
+  kind: 'D' | 'C';
+  couponId: string;
+  requestId: string;
+  userId: string;
+  quantity: number;
+  shard: number;
+  occurredAt: number;
+  reason: string;
+}
+
+/** Stock in Redis Cluster: every method is one atomic step in one shard's slot (probe: one per shard). */
+export interface StockStore {
+  initShard(shard: ShardRef, available: number): Promise<boolean>;
+  deduct(shard: ShardRef, input: DeductInput, credits: Credit[]): Promise<DeductScriptResult>;
+  /** limitedUserId: the deduction's user when the coupon has a per-user limit (its count is given back). */
+  compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult>;
+  /** SET NX GET of "user|quantity" on the request's own shard; returns what was there before (null: claimed now). */
+  claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null>;
+  readClaim(shard: ShardRef, requestId: string): Promise<string | null>;
+  /** The recorded deduction of a request, without running a script (sold-out fast path). */
+  readRequest(shard: ShardRef, requestId: string): Promise<{ userId: string; quantity: number; remaining: number; compensated: boolean } | null>;
+  probe(shards: ShardRef[]): Promise<ShardLevel[]>;
+  moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing'>;
+  ackMove(source: ShardRef, moveId: string): Promise<boolean>;
+  /** netDelta: added to the shard's net counter (-quantity for a refund of a refused deduction). */
+  credit(shard: ShardRef, creditId: string, quantity: number, netDelta?: number): Promise<'applied' | 'already' | 'missing'>;
+  pendingMoves(shard: ShardRef): Promise<PendingMove[]>;
+}
+
+export interface RestockResult {
+  coupon: Coupon;
+  /** The ledger already had this restock. */
+  replayed: boolean;
+  /** Whether the shards still need their share (false once recorded as applied). */
+  needsRedis: boolean;
+  /** The restock's quantity as recorded (a replay may ask with another). */
+  quantity: number;
+}
+
+export type NewCoupon = Pick<Coupon, 'id' | 'initialStock' | 'shardCount' | 'perUserLimit' | 'shardTags'>;
+
+/** The record in MySQL. */
+export interface CouponRepository {
+  /** Inserts the coupon; when one with this id exists, returns it unchanged with created = false. */
+  create(coupon: NewCoupon): Promise<{ coupon: Coupon; created: boolean }>;
+  find(id: string): Promise<Coupon | null>;
+  markPreheated(id: string): Promise<void>;
+  restock(id: string, requestId: string, quantity: number): Promise<RestockResult | null>;
+  markRestockApplied(id: string, requestId: string): Promise<void>;
+  /** Restocks committed in MySQL whose shards were not credited yet (a crash in between). */
+  unappliedRestocks(olderThanMs: number): Promise<{ couponId: string; requestId: string; quantity: number }[]>;
+}
+
+/** Cross-instance signals over NATS core (fire-and-forget; every instance also re-checks on its own). */
+export interface StockSignals {
+  /** Units came back (Restock, Compensate, a refund): every instance drops its sold-out flag for the coupon. */
+  stockReturned(couponId: string): void;
+  onStockReturned(listener: (couponId: string) => void): () => void;
+}
+
+/** What topology the cluster has now: slot -> master, for choosing shard tags. */
+export interface ClusterTopology {
+  slotOwners(): ReadonlyArray<ReadonlyArray<string> | undefined>;
+}
+
+/** Net units of one coupon's events not settled in MySQL yet (outbox + JetStream), for reloading a lost shard. */
+export interface InFlightCounter {
+  inFlightNet(couponId: string): Promise<number>;
+}

@@ -1,0 +1,20 @@
+// What a reconciliation reports for one coupon (see src/settlement/reconciler.ts for how it is computed).
+export interface Reconciliation {
+  couponId: string;
+  totalStock: number;
+  ledgerDeducted: number;
+  ledgerCompensated: number;
+  ledgerRestocked: number;
+  settledRemaining: number;
+  redisAvailable: number;
+  redisNetDeducted: number;
+  inFlightNet: number;
+  outboxEvents: number;
+  jetstreamPending: number;
+  anomalyUnits: number;
+  anomalies: number;
+  ledgerDrift: number;
+  redisDrift: number;
+  consistent: boolean;
+  checkedAt: Date;
+}

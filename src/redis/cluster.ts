@@ -1,0 +1,57 @@
+// The ioredis Cluster client, with every Lua script under lua/ registered through defineCommand: EVALSHA with
+// the NOSCRIPT fallback (scripts are cached per node, and a promoted replica has none) is the client's job.
+import { readdirSync, readFileSync } from 'node:fs';
+import { Cluster } from 'ioredis';
+
+const LUA_DIR = new URL('../../lua/', import.meta.url);
+
+export interface RedisClusterOptions {
+  nodes: { host: string; port: number }[];
+  password?: string | undefined;
+}
+
+/** Script name -> number of keys, read from the file names (`deduct-5.lua`). */
+export function luaScripts(): Map<string, { numberOfKeys: number; lua: string }> {
+  const scripts = new Map<string, { numberOfKeys: number; lua: string }>();
+  for (const file of readdirSync(LUA_DIR)) {
+    const m = /^([a-z-]+)-(\d+)\.lua$/.exec(file);
+    if (!m) continue;
+    const name = m[1]!.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+    scripts.set(name, { numberOfKeys: Number(m[2]), lua: readFileSync(new URL(file, LUA_DIR), 'utf8') });
+  }
+  return scripts;
+}
+
+export function connectCluster(options: RedisClusterOptions): Cluster {
+  const cluster = new Cluster(options.nodes, {
+    // Every script has a fixed key count, so autopipelining routes them correctly (shared/NOTES.md).
+    enableAutoPipelining: true,
+    scaleReads: 'master',
+    // Commands issued while no connection/slot map is available fail fast instead of queueing for ever:
+    // a caller gets UNAVAILABLE and retries with the same request_id.
+    enableOfflineQueue: true,
+    retryDelayOnClusterDown: 200,
+    retryDelayOnFailover: 200,
+    retryDelayOnTryAgain: 100,
+    maxRedirections: 16,
+    slotsRefreshTimeout: 2000,
+    redisOptions: {
+      password: options.password,
+      maxRetriesPerRequest: 2,
+      connectTimeout: 2000,
+      commandTimeout: 5000,
+    },
+    clusterRetryStrategy: (times) => Math.min(100 * times, 2000),
+  });
+  for (const [name, def] of luaScripts()) cluster.defineCommand(name, def);
+  return cluster;
+}
+
+type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
+
+/** The registered script functions, looked up once; typed callers live in stock-store.ts. */
+export function scriptFn(cluster: Cluster, name: string): ScriptFn {
+  const fn = (cluster as unknown as Record<string, ScriptFn | undefined>)[name];
+  if (typeof fn !== 'function') throw new Error(`Lua script ${name} is not registered`);
+  return fn.bind(cluster);
+}

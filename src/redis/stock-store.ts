@@ -1,0 +1,173 @@
+// StockStore on Redis Cluster: one typed caller per Lua script, turning its return codes into typed results.
+import type { Cluster } from 'ioredis';
+import type {
+  CompensateScriptResult,
+  Credit,
+  DeductInput,
+  DeductScriptResult,
+  PendingMove,
+  ShardLevel,
+  ShardRef,
+  StockStore,
+} from '../domain/ports.js';
+import { scriptFn } from './cluster.js';
+import { RELAY_GROUP, shardKeys, type ShardKeys } from './keys.js';
+import type { ReplicaAck } from './replica-ack.js';
+
+/** Applied credit ids are kept this long: far longer than any move or restock stays unfinished. */
+const CREDIT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+
+type Reply = (string | number | null)[];
+
+export interface RedisStockStoreOptions {
+  namespace: string;
+  idempotencyWindowS: number;
+  /** When set, Deduct and Compensate writes wait for a replica before resolving. */
+  replicaAck?: ReplicaAck | undefined;
+}
+
+export class RedisStockStore implements StockStore {
+  private readonly keyCache = new Map<string, ShardKeys>();
+  private readonly shardInit;
+  private readonly deductScript;
+  private readonly compensateScript;
+  private readonly moveOutScript;
+  private readonly moveAckScript;
+  private readonly creditScript;
+
+  constructor(
+    private readonly redis: Cluster,
+    private readonly options: RedisStockStoreOptions,
+  ) {
+    this.shardInit = scriptFn(redis, 'shardInit');
+    this.deductScript = scriptFn(redis, 'deduct');
+    this.compensateScript = scriptFn(redis, 'compensate');
+    this.moveOutScript = scriptFn(redis, 'moveOut');
+    this.moveAckScript = scriptFn(redis, 'moveAck');
+    this.creditScript = scriptFn(redis, 'credit');
+  }
+
+  keys(shard: ShardRef): ShardKeys {
+    let k = this.keyCache.get(shard.tag);
+    if (!k) {
+      k = shardKeys(this.options.namespace, shard.tag);
+      if (this.keyCache.size > 100_000) this.keyCache.clear();
+      this.keyCache.set(shard.tag, k);
+    }
+    return k;
+  }
+
+  async initShard(shard: ShardRef, available: number): Promise<boolean> {
+    const k = this.keys(shard);
+    return (await this.shardInit(k.shard, k.outbox, available, RELAY_GROUP)) === 1;
+  }
+
+  async deduct(shard: ShardRef, input: DeductInput, credits: Credit[]): Promise<DeductScriptResult> {
+    const k = this.keys(shard);
+    const args: (string | number)[] = [
+      k.shard, k.request(input.requestId), k.user(input.userId || '-'), k.outbox, k.credits,
+      input.requestId, input.userId, input.quantity, input.perUserLimit, this.options.idempotencyWindowS,
+      shard.index, shard.couponId, Date.now(), CREDIT_RETENTION_MS,
+    ];
+    for (const c of credits) args.push(c.id, c.quantity);
+    const r = (await this.deductScript(...args)) as Reply;
+    const code = Number(r[0]);
+    if (code === 1) {
+      await this.replicated(k.shard);
+      return { kind: 'deducted', remaining: Number(r[1]) };
+    }
+    if (code === 2) {
+      // The original write may not have reached a replica when it was answered (e.g. the WAIT timed out).
+      await this.replicated(k.shard);
+      return { kind: 'replay', remaining: Number(r[1]), compensated: Number(r[2]) === 1 };
+    }
+    if (credits.length > 0) await this.replicated(k.shard);
+    if (code === -1) return { kind: 'short', available: Number(r[1]) };
+    if (code === -2) return { kind: 'user_limit', held: Number(r[1]) };
+    if (code === -3) return { kind: 'conflict', field: r[1] === 'user_id' ? 'user_id' : 'quantity', recorded: String(r[2] ?? '') };
+    if (code === -4) return { kind: 'missing' };
+    throw new Error(`deduct-5.lua returned unknown code ${code}`);
+  }
+
+  async compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult> {
+    const k = this.keys(shard);
+    const r = (await this.compensateScript(
+      k.shard, k.request(requestId), k.user(limitedUserId ?? '-'), k.outbox,
+      requestId, reason, shard.couponId, shard.index, Date.now(), limitedUserId === undefined ? 0 : 1,
+    )) as Reply;
+    const code = Number(r[0]);
+    if (code === 1) {
+      await this.replicated(k.shard);
+      return { kind: 'compensated', remaining: Number(r[1]), quantity: Number(r[2]) };
+    }
+    if (code === 2) return { kind: 'already', remaining: Number(r[1]) };
+    if (code === 3) return { kind: 'not_deducted' };
+    if (code === -4) return { kind: 'missing' };
+    throw new Error(`compensate-4.lua returned unknown code ${code}`);
+  }
+
+  async claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null> {
+    const k = this.keys(shard);
+    const prev = await this.redis.set(k.claim(requestId), value, 'EX', this.options.idempotencyWindowS, 'NX', 'GET');
+    return prev ?? null;
+  }
+
+  async readClaim(shard: ShardRef, requestId: string): Promise<string | null> {
+    return this.redis.get(this.keys(shard).claim(requestId));
+  }
+
+  async readRequest(shard: ShardRef, requestId: string) {
+    const [u, q, r, c] = await this.redis.hmget(this.keys(shard).request(requestId), 'u', 'q', 'r', 'c');
+    if (q === null || q === undefined) return null;
+    return { userId: u ?? '', quantity: Number(q), remaining: Number(r), compensated: c === '1' };
+  }
+
+  async probe(shards: ShardRef[]): Promise<ShardLevel[]> {
+    return Promise.all(
+      shards.map(async (s) => {
+        const [avail, transit, net] = await this.redis.hmget(this.keys(s).shard, 'avail', 'transit', 'net');
+        return {
+          index: s.index,
+          available: avail === null || avail === undefined ? null : Number(avail),
+          inTransit: Number(transit ?? 0),
+          net: Number(net ?? 0),
+        };
+      }),
+    );
+  }
+
+  async moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing'> {
+    const k = this.keys(source);
+    const taken = Number(await this.moveOutScript(k.shard, k.moves, moveId, target, want, Date.now()));
+    if (taken === -4) return 'missing';
+    // A move out of a shard is a write that must survive a failover as much as the deduction it feeds.
+    if (taken > 0) await this.replicated(k.shard);
+    return taken;
+  }
+
+  async ackMove(source: ShardRef, moveId: string): Promise<boolean> {
+    const k = this.keys(source);
+    return Number(await this.moveAckScript(k.shard, k.moves, moveId)) === 1;
+  }
+
+  async credit(shard: ShardRef, creditId: string, quantity: number, netDelta = 0): Promise<'applied' | 'already' | 'missing'> {
+    const k = this.keys(shard);
+    const r = (await this.creditScript(k.shard, k.credits, creditId, quantity, Date.now(), CREDIT_RETENTION_MS, netDelta)) as Reply;
+    const code = Number(r[0]);
+    if (code === -4) return 'missing';
+    await this.replicated(k.shard);
+    return code === 1 ? 'applied' : 'already';
+  }
+
+  async pendingMoves(shard: ShardRef): Promise<PendingMove[]> {
+    const all = await this.redis.hgetall(this.keys(shard).moves);
+    return Object.entries(all).map(([moveId, v]) => {
+      const [target, quantity, startedMs] = v.split('|');
+      return { moveId, target: Number(target), quantity: Number(quantity), startedMs: Number(startedMs) };
+    });
+  }
+
+  private async replicated(key: string): Promise<void> {
+    if (this.options.replicaAck) await this.options.replicaAck.afterWrite(key);
+  }
+}

@@ -1,0 +1,136 @@
+// The gRPC port: @grpc/grpc-js (measured 5-7x the no-op throughput of connect-node here), with messages
+// encoded by protobuf-es, server reflection and grpc.health.v1 on the same port.
+import * as grpc from '@grpc/grpc-js';
+import { fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from '@bufbuild/protobuf';
+import { ReflectionService } from '@grpc/reflection';
+import { HealthImplementation } from 'grpc-health-check';
+import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
+import type { CallContext, InventoryHandlers } from './handlers.js';
+import { reflectionRoot } from './reflection.js';
+import { GrpcCode, toStatus } from './status.js';
+
+export interface GrpcServerOptions {
+  maxMessageBytes: number;
+  onUnexpected: (method: string, err: unknown) => void;
+  /** Optional hook in front of every call (auth, rate limits); throws a DomainError to refuse. */
+  guard?: ((method: string, metadata: grpc.Metadata) => void) | undefined;
+}
+
+function serializer(schema: DescMessage) {
+  return {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- grpc-js's Serialize<any>
+    serialize: (msg: any) => Buffer.from(toBinary(schema, msg)),
+    deserialize: (buf: Buffer) => fromBinary(schema, buf),
+  };
+}
+
+/** Aborts when the call is cancelled or its deadline passes. */
+function callContext(call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>): CallContext & { done(): void } {
+  const ac = new AbortController();
+  const onCancel = () => ac.abort();
+  call.once('cancelled', onCancel);
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = call.getDeadline();
+  const at = deadline instanceof Date ? deadline.getTime() : Number(deadline);
+  if (Number.isFinite(at) && at > 0) {
+    const ms = at - Date.now();
+    if (ms <= 0) ac.abort();
+    else timer = setTimeout(onCancel, ms);
+  }
+  return {
+    signal: ac.signal,
+    done() {
+      if (timer) clearTimeout(timer);
+      call.removeListener('cancelled', onCancel);
+    },
+  };
+}
+
+function methodHandler(method: DescMethod, handlers: InventoryHandlers, options: GrpcServerOptions): grpc.UntypedHandleCall {
+  const name = method.localName as keyof InventoryHandlers;
+  const fail = (err: unknown): grpc.ServerErrorResponse => {
+    const s = toStatus(err);
+    if (s.unexpected) options.onUnexpected(method.name, s.unexpected);
+    return Object.assign(new Error(s.message), { code: s.code, details: s.message });
+  };
+  if (method.methodKind === 'unary') {
+    const h = handlers[name] as (req: unknown, ctx: CallContext) => Promise<unknown>;
+    return (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      const ctx = callContext(call);
+      if (ctx.signal.aborted) {
+        ctx.done();
+        callback({ code: GrpcCode.DEADLINE_EXCEEDED, details: 'deadline exceeded before the call started' } as grpc.ServiceError);
+        return;
+      }
+      Promise.resolve()
+        .then(() => options.guard?.(method.name, call.metadata))
+        .then(() => h(call.request, ctx))
+        .then(
+          (res) => callback(null, res),
+          (err) => callback(fail(err)),
+        )
+        .finally(() => ctx.done());
+    };
+  }
+  const h = handlers[name] as (req: unknown, ctx: CallContext) => AsyncIterable<unknown>;
+  return async (call: grpc.ServerWritableStream<unknown, unknown>) => {
+    const ctx = callContext(call);
+    try {
+      options.guard?.(method.name, call.metadata);
+      for await (const msg of h(call.request, ctx)) {
+        if (ctx.signal.aborted) break;
+        // Slow readers: wait for the socket to drain instead of queueing without bound.
+        if (!call.write(msg)) await new Promise<void>((r) => call.once('drain', () => r()));
+      }
+      if (!ctx.signal.aborted) call.end();
+    } catch (err) {
+      if (!ctx.signal.aborted) call.destroy(fail(err));
+    } finally {
+      ctx.done();
+    }
+  };
+}
+
+export function serviceDefinition(service: DescService): grpc.ServiceDefinition {
+  const def: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  for (const m of service.methods) {
+    const req = serializer(m.input);
+    const res = serializer(m.output);
+    def[m.localName] = {
+      path: `/${service.typeName}/${m.name}`,
+      requestStream: false,
+      responseStream: m.methodKind === 'server_streaming',
+      requestSerialize: req.serialize,
+      requestDeserialize: req.deserialize,
+      responseSerialize: res.serialize,
+      responseDeserialize: res.deserialize,
+    };
+  }
+  return def;
+}
+
+export interface GrpcServer {
+  server: grpc.Server;
+  health: HealthImplementation;
+  port: number;
+}
+
+export async function startGrpcServer(addr: string, handlers: InventoryHandlers, options: GrpcServerOptions): Promise<GrpcServer> {
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': options.maxMessageBytes,
+    'grpc.keepalive_time_ms': 60_000,
+    'grpc.max_concurrent_streams': 4096,
+  });
+  const impl: grpc.UntypedServiceImplementation = {};
+  for (const m of InventoryService.methods) impl[m.localName] = methodHandler(m, handlers, options);
+  server.addService(serviceDefinition(InventoryService), impl);
+
+  const health = new HealthImplementation({ '': 'NOT_SERVING', [InventoryService.typeName]: 'NOT_SERVING' });
+  health.addToServer(server);
+  new ReflectionService(reflectionRoot() as never).addToServer(server);
+
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  return { server, health, port };
+}

@@ -1,0 +1,160 @@
+// The one set of RPC handlers behind both ports: proto message in, domain call, proto message out. No
+// transport types here; src/transport/grpc-server.ts and connect-routes.ts adapt these to grpc-js and Connect.
+import { create } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import {
+  CompensateOutcome,
+  CompensateResponseSchema,
+  CouponSchema,
+  CreateCouponResponseSchema,
+  DeductOutcome,
+  DeductResponseSchema,
+  GetStockResponseSchema,
+  ReconcileResponseSchema,
+  RestockResponseSchema,
+  StockLevelSchema,
+  WatchStockResponseSchema,
+  type CompensateRequest,
+  type CompensateResponse,
+  type CreateCouponRequest,
+  type CreateCouponResponse,
+  type DeductRequest,
+  type DeductResponse,
+  type GetStockRequest,
+  type GetStockResponse,
+  type ReconcileRequest,
+  type ReconcileResponse,
+  type RestockRequest,
+  type RestockResponse,
+  type StockLevel as StockLevelMsg,
+  type WatchStockRequest,
+  type WatchStockResponse,
+} from '../gen/inventory/v1/inventory_pb.js';
+import type { CouponAdmin, StockLevel } from '../domain/admin.js';
+import type { CompensateOutcome as DomainCompensateOutcome, CompensateService } from '../domain/compensate.js';
+import type { DeductOutcome as DomainDeductOutcome, DeductService } from '../domain/deduct.js';
+import { DomainError } from '../domain/errors.js';
+import type { Reconciliation } from '../domain/reconcile-types.js';
+
+export interface CallContext {
+  /** Aborted when the client cancels, disconnects or its deadline passes. */
+  signal: AbortSignal;
+}
+
+export interface InventoryHandlers {
+  createCoupon(req: CreateCouponRequest, ctx: CallContext): Promise<CreateCouponResponse>;
+  getStock(req: GetStockRequest, ctx: CallContext): Promise<GetStockResponse>;
+  restock(req: RestockRequest, ctx: CallContext): Promise<RestockResponse>;
+  deduct(req: DeductRequest, ctx: CallContext): Promise<DeductResponse>;
+  compensate(req: CompensateRequest, ctx: CallContext): Promise<CompensateResponse>;
+  watchStock(req: WatchStockRequest, ctx: CallContext): AsyncIterable<WatchStockResponse>;
+  reconcile(req: ReconcileRequest, ctx: CallContext): Promise<ReconcileResponse>;
+}
+
+export interface HandlerDeps {
+  admin: CouponAdmin;
+  deduct: DeductService;
+  compensate: CompensateService;
+  reconcile?: { reconcile(couponId: string): Promise<Reconciliation> } | undefined;
+  watch?: { watch(couponId: string, minIntervalMs: number, signal: AbortSignal): AsyncIterable<StockLevel> } | undefined;
+}
+
+const DEDUCT_OUTCOMES: Record<DomainDeductOutcome, DeductOutcome> = {
+  deducted: DeductOutcome.DEDUCTED,
+  sold_out: DeductOutcome.SOLD_OUT,
+  insufficient: DeductOutcome.INSUFFICIENT,
+  user_limit_exceeded: DeductOutcome.USER_LIMIT_EXCEEDED,
+};
+
+const COMPENSATE_OUTCOMES: Record<DomainCompensateOutcome, CompensateOutcome> = {
+  compensated: CompensateOutcome.COMPENSATED,
+  already_compensated: CompensateOutcome.ALREADY_COMPENSATED,
+  not_deducted: CompensateOutcome.NOT_DEDUCTED,
+};
+
+export function levelMessage(l: StockLevel): StockLevelMsg {
+  return create(StockLevelSchema, {
+    couponId: l.couponId,
+    totalStock: BigInt(l.totalStock),
+    available: BigInt(l.available),
+    deducted: BigInt(l.deducted),
+    settledRemaining: BigInt(l.settledRemaining),
+    pendingSettlement: BigInt(l.pendingSettlement),
+    soldOut: l.soldOut,
+    shards: l.shards.map((s) => ({ index: s.index, available: BigInt(s.available), inTransit: BigInt(s.inTransit) })),
+    observedAt: timestampFromDate(l.observedAt),
+  });
+}
+
+export function createHandlers(d: HandlerDeps): InventoryHandlers {
+  return {
+    async createCoupon(req) {
+      const { coupon, created } = await d.admin.create(req);
+      return create(CreateCouponResponseSchema, {
+        created,
+        coupon: create(CouponSchema, {
+          couponId: coupon.id,
+          totalStock: BigInt(coupon.initialStock),
+          shardCount: coupon.shardCount,
+          perUserLimit: coupon.perUserLimit,
+          createdAt: timestampFromDate(coupon.createdAt),
+        }),
+      });
+    },
+
+    async getStock(req) {
+      return create(GetStockResponseSchema, { level: levelMessage(await d.admin.level(req.couponId, req.includeShards)) });
+    },
+
+    async restock(req) {
+      const r = await d.admin.restock(req);
+      return create(RestockResponseSchema, { level: levelMessage(r.level), replayed: r.replayed });
+    },
+
+    async deduct(req, ctx) {
+      const r = await d.deduct.deduct(req, ctx.signal);
+      return create(DeductResponseSchema, {
+        outcome: DEDUCT_OUTCOMES[r.outcome],
+        replayed: r.replayed,
+        remaining: BigInt(r.remaining),
+        shard: r.shard,
+      });
+    },
+
+    async compensate(req, ctx) {
+      const r = await d.compensate.compensate(req, ctx.signal);
+      return create(CompensateResponseSchema, { outcome: COMPENSATE_OUTCOMES[r.outcome], remaining: BigInt(r.remaining) });
+    },
+
+    async *watchStock(req, ctx) {
+      if (!d.watch) throw new DomainError('unimplemented', 'WatchStock is not served by this instance');
+      for await (const level of d.watch.watch(req.couponId, req.minIntervalMs, ctx.signal)) {
+        yield create(WatchStockResponseSchema, { level: levelMessage(level) });
+      }
+    },
+
+    async reconcile(req) {
+      if (!d.reconcile) throw new DomainError('unimplemented', 'Reconcile is not served by this instance');
+      const r = await d.reconcile.reconcile(req.couponId);
+      return create(ReconcileResponseSchema, {
+        couponId: r.couponId,
+        totalStock: BigInt(r.totalStock),
+        ledgerDeducted: BigInt(r.ledgerDeducted),
+        ledgerCompensated: BigInt(r.ledgerCompensated),
+        ledgerRestocked: BigInt(r.ledgerRestocked),
+        settledRemaining: BigInt(r.settledRemaining),
+        redisAvailable: BigInt(r.redisAvailable),
+        redisNetDeducted: BigInt(r.redisNetDeducted),
+        inFlightNet: BigInt(r.inFlightNet),
+        outboxEvents: BigInt(r.outboxEvents),
+        jetstreamPending: BigInt(r.jetstreamPending),
+        anomalyUnits: BigInt(r.anomalyUnits),
+        anomalies: BigInt(r.anomalies),
+        ledgerDrift: BigInt(r.ledgerDrift),
+        redisDrift: BigInt(r.redisDrift),
+        consistent: r.consistent,
+        checkedAt: timestampFromDate(r.checkedAt),
+      });
+    },
+  };
+}

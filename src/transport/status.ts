@@ -1,0 +1,53 @@
+// The one mapping from domain failures to gRPC status codes, used by both transports (Connect's Code enum
+// has the same numbers). Causes are logged, never sent: a client sees the domain message only.
+import { DomainError, type ErrorKind } from '../domain/errors.js';
+
+/** gRPC status codes (identical in @grpc/grpc-js `status` and @connectrpc/connect `Code`). */
+export const GrpcCode = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  DATA_LOSS: 15,
+  UNAUTHENTICATED: 16,
+} as const;
+
+const BY_KIND: Record<ErrorKind, number> = {
+  invalid_argument: GrpcCode.INVALID_ARGUMENT,
+  not_found: GrpcCode.NOT_FOUND,
+  already_exists: GrpcCode.ALREADY_EXISTS,
+  failed_precondition: GrpcCode.FAILED_PRECONDITION,
+  aborted: GrpcCode.ABORTED,
+  unavailable: GrpcCode.UNAVAILABLE,
+  deadline_exceeded: GrpcCode.DEADLINE_EXCEEDED,
+  resource_exhausted: GrpcCode.RESOURCE_EXHAUSTED,
+  unimplemented: GrpcCode.UNIMPLEMENTED,
+  internal: GrpcCode.INTERNAL,
+};
+
+export interface RpcStatus {
+  code: number;
+  message: string;
+  /** Set when the error was not a domain error: log it. */
+  unexpected?: unknown;
+}
+
+export function toStatus(err: unknown): RpcStatus {
+  if (err instanceof DomainError) {
+    const status: RpcStatus = { code: BY_KIND[err.kind], message: err.message };
+    if (err.kind === 'unavailable' || err.kind === 'internal') status.unexpected = err.cause ?? err;
+    return status;
+  }
+  return { code: GrpcCode.INTERNAL, message: 'internal error', unexpected: err };
+}
