@@ -28,7 +28,7 @@ export async function openOrm(options: OrmOptions): Promise<MikroORM> {
     clientUrl: `${url.protocol}//${url.username ? `${url.username}${url.password ? `:${url.password}` : ''}@` : ''}${url.host}/${dbName}`,
     entities,
     extensions: [Migrator],
-    migrations: { migrationsList: [{ name: 'm001-initial', class: M001Initial }], transactional: false, snapshot: false },
+    migrations: { migrationsList: [{ name: 'm001-initial', class: M001Initial }], transactional: false, snapshot: false, silent: true },
     pool: { min: 1, max: options.poolMax ?? 16 },
     debug: options.debug ?? false,
     ensureDatabase: false,

@@ -1,0 +1,81 @@
+// A promise-based grpc-js client for InventoryService with protobuf-es messages: used by the CLI, the
+// benchmark and the tests. Built from the same service definition the server registers.
+import * as grpc from '@grpc/grpc-js';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import {
+  CompensateRequestSchema,
+  CreateCouponRequestSchema,
+  DeductRequestSchema,
+  GetStockRequestSchema,
+  InventoryService,
+  ReconcileRequestSchema,
+  RestockRequestSchema,
+  WatchStockRequestSchema,
+  type CompensateResponse,
+  type CreateCouponResponse,
+  type DeductResponse,
+  type GetStockResponse,
+  type ReconcileResponse,
+  type RestockResponse,
+  type WatchStockResponse,
+} from '../gen/inventory/v1/inventory_pb.js';
+import { serviceDefinition } from '../transport/grpc-server.js';
+
+export interface CallOptions {
+  deadlineMs?: number;
+  metadata?: Record<string, string>;
+  signal?: AbortSignal;
+}
+
+type Init<S extends Parameters<typeof create>[0]> = MessageInitShape<S>;
+
+export interface InventoryClient {
+  createCoupon(req: Init<typeof CreateCouponRequestSchema>, o?: CallOptions): Promise<CreateCouponResponse>;
+  getStock(req: Init<typeof GetStockRequestSchema>, o?: CallOptions): Promise<GetStockResponse>;
+  restock(req: Init<typeof RestockRequestSchema>, o?: CallOptions): Promise<RestockResponse>;
+  deduct(req: Init<typeof DeductRequestSchema>, o?: CallOptions): Promise<DeductResponse>;
+  compensate(req: Init<typeof CompensateRequestSchema>, o?: CallOptions): Promise<CompensateResponse>;
+  reconcile(req: Init<typeof ReconcileRequestSchema>, o?: CallOptions): Promise<ReconcileResponse>;
+  watchStock(req: Init<typeof WatchStockRequestSchema>, o?: CallOptions): AsyncIterable<WatchStockResponse>;
+  close(): void;
+  raw: grpc.Client;
+}
+
+const Ctor = grpc.makeGenericClientConstructor(serviceDefinition(InventoryService) as grpc.ServiceDefinition, 'InventoryService');
+
+function meta(o?: CallOptions): grpc.Metadata {
+  const md = new grpc.Metadata();
+  for (const [k, v] of Object.entries(o?.metadata ?? {})) md.set(k, v);
+  return md;
+}
+
+function callOpts(o?: CallOptions): grpc.CallOptions {
+  return o?.deadlineMs ? { deadline: new Date(Date.now() + o.deadlineMs) } : {};
+}
+
+export function createInventoryClient(addr: string, options: grpc.ChannelOptions = {}): InventoryClient {
+  const raw = new Ctor(addr, grpc.credentials.createInsecure(), options) as unknown as grpc.Client & Record<string, Function>;
+  const unary = <Req, Res>(name: string, schema: Parameters<typeof create>[0]) =>
+    (req: Req, o?: CallOptions) =>
+      new Promise<Res>((resolve, reject) => {
+        const call = raw[name]!.call(raw, create(schema, req as never), meta(o), callOpts(o), (err: grpc.ServiceError | null, res: Res) =>
+          err ? reject(err) : resolve(res),
+        ) as grpc.ClientUnaryCall;
+        o?.signal?.addEventListener('abort', () => call.cancel(), { once: true });
+      });
+  return {
+    raw,
+    createCoupon: unary('createCoupon', CreateCouponRequestSchema),
+    getStock: unary('getStock', GetStockRequestSchema),
+    restock: unary('restock', RestockRequestSchema),
+    deduct: unary('deduct', DeductRequestSchema),
+    compensate: unary('compensate', CompensateRequestSchema),
+    reconcile: unary('reconcile', ReconcileRequestSchema),
+    watchStock(req, o) {
+      const call = raw.watchStock!.call(raw, create(WatchStockRequestSchema, req), meta(o), callOpts(o)) as grpc.ClientReadableStream<WatchStockResponse>;
+      o?.signal?.addEventListener('abort', () => call.cancel(), { once: true });
+      return call as AsyncIterable<WatchStockResponse>;
+    },
+    close: () => raw.close(),
+  };
+}
