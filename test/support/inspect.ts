@@ -1,0 +1,20 @@
+// Reads a coupon's shards straight from Redis, for exact counting in tests.
+import type { App } from '../../src/app/app.js';
+import { allShards } from '../../src/domain/routing.js';
+
+export async function shardState(app: App, couponId: string) {
+  const coupon = (await app.repo.find(couponId))!;
+  const shards = allShards(coupon);
+  const levels = await app.store.probe(shards);
+  const outbox = await Promise.all(shards.map((s) => app.redis.xlen(app.store.keys(s).outbox)));
+  const moves = await Promise.all(shards.map((s) => app.store.pendingMoves(s)));
+  return {
+    coupon,
+    levels,
+    available: levels.reduce((a, l) => a + (l.available ?? 0), 0),
+    inTransit: levels.reduce((a, l) => a + l.inTransit, 0),
+    net: levels.reduce((a, l) => a + l.net, 0),
+    outboxEvents: outbox.reduce((a, n) => a + n, 0),
+    pendingMoves: moves.flat().length,
+  };
+}
