@@ -261,6 +261,9 @@ describe('fallback moves', () => {
     await new Promise((r) => child.once('exit', r));
     let s = await shardState(a.app, id);
     expect(s.net).toBeGreaterThan(0);
+    // Really dead: nothing moves any more.
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await shardState(a.app, id)).net).toBe(s.net);
     // Units are either available, in transit, or deducted (counted in net) — or landed but not yet acked,
     // which counts them twice until the sweeper acknowledges the move.
     expect(s.available + s.inTransit + s.net).toBeGreaterThanOrEqual(3000);

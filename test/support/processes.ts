@@ -3,10 +3,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const TSX = fileURLToPath(new URL('../../node_modules/.bin/tsx', import.meta.url));
 
+/** `node --import tsx`, not the tsx CLI: the CLI runs the script in a grandchild process, which a SIGKILL
+ * of the child would leave running. */
 export function spawnTs(script: string, args: string[], env: Record<string, string> = {}): ChildProcess {
-  return spawn(process.execPath, [TSX, script, ...args], {
+  return spawn(process.execPath, ['--import', 'tsx', script, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
