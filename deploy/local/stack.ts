@@ -18,7 +18,7 @@ const MYSQL_PORT = 3306;
 const log = (msg: string) => process.stderr.write(`[stack] ${msg}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function portOpen(port: number, host = '127.0.0.1', timeoutMs = 500): Promise<boolean> {
+export function portOpen(port: number, host = '127.0.0.1', timeoutMs = 500): Promise<boolean> {
   return new Promise((resolveOpen) => {
     const socket = connect({ port, host });
     const done = (ok: boolean) => {
@@ -31,7 +31,7 @@ function portOpen(port: number, host = '127.0.0.1', timeoutMs = 500): Promise<bo
   });
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await check()) return;
@@ -66,7 +66,7 @@ function ensureBinaries(needed: Record<string, string>): void {
   spawnSync('sh', ['-c', 'service redis-server stop; service nats-server stop'], { stdio: 'ignore' });
 }
 
-function redisCli(port: number, ...args: string[]): string {
+export function redisCli(port: number, ...args: string[]): string {
   const r = spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { encoding: 'utf8', timeout: 5000 });
   return (r.stdout ?? '').trim();
 }
@@ -80,7 +80,7 @@ function pidAlive(pid: number): boolean {
   }
 }
 
-function readPid(file: string): number | undefined {
+export function readPid(file: string): number | undefined {
   if (!existsSync(file)) return undefined;
   const pid = Number(readFileSync(file, 'utf8').trim());
   return Number.isInteger(pid) && pid > 0 && pidAlive(pid) ? pid : undefined;
@@ -90,18 +90,19 @@ function readPid(file: string): number | undefined {
 
 const redisDir = (port: number) => join(DATA, 'redis', String(port));
 
-function clusterHealthy(): boolean {
-  for (const port of REDIS_PORTS) {
+/** Every node reports cluster_state:ok and at least 3 masters + 3 replicas are up (fault tests reuse it). */
+export function clusterHealthy(ports: number[] = REDIS_PORTS): boolean {
+  for (const port of ports) {
     if (!redisCli(port, 'cluster', 'info').includes('cluster_state:ok')) return false;
   }
-  const nodes = redisCli(REDIS_PORTS[0]!, 'cluster', 'nodes').split('\n').filter(Boolean);
+  const nodes = redisCli(ports[0]!, 'cluster', 'nodes').split('\n').filter(Boolean);
   const masters = nodes.filter((l) => l.includes('master') && !l.includes('fail'));
   const replicas = nodes.filter((l) => l.includes('slave') && !l.includes('fail'));
   return masters.length >= 3 && replicas.length >= 3;
 }
 
-export function startRedisNode(port: number): void {
-  const dir = redisDir(port);
+/** Starts one cluster-enabled redis-server, daemonized, with its nodes.conf, pidfile and log in `dir`. */
+export function startRedisNode(port: number, dir: string = redisDir(port)): void {
   mkdirSync(dir, { recursive: true });
   const r = spawnSync('redis-server', [
     '--port', String(port),
@@ -144,25 +145,31 @@ async function redisUp(): Promise<void> {
     log('redis cluster: up (reused)');
     return;
   }
-  for (const port of REDIS_PORTS) {
-    const pid = readPid(join(redisDir(port), 'redis.pid'));
+  await createRedisCluster(REDIS_PORTS, redisDir);
+  log('redis cluster: started 3 masters + 3 replicas on 127.0.0.1:7001-7006');
+}
+
+/** Kills the nodes of `ports` that a pidfile in their dir says we started, wipes their dirs, starts them
+ * afresh and forms a cluster with one replica per master. Also used by the fault tests on their own ports. */
+export async function createRedisCluster(ports: number[], dirOf: (port: number) => string): Promise<void> {
+  for (const port of ports) {
+    const pid = readPid(join(dirOf(port), 'redis.pid'));
     if (pid) process.kill(pid, 'SIGKILL');
   }
-  await waitFor('old redis nodes to exit', async () => (await Promise.all(REDIS_PORTS.map((p) => portOpen(p)))).every((o) => !o), 10_000);
-  for (const port of REDIS_PORTS) {
-    rmSync(redisDir(port), { recursive: true, force: true });
-    startRedisNode(port);
+  await waitFor('old redis nodes to exit', async () => (await Promise.all(ports.map((p) => portOpen(p)))).every((o) => !o), 10_000);
+  for (const port of ports) {
+    rmSync(dirOf(port), { recursive: true, force: true });
+    startRedisNode(port, dirOf(port));
   }
-  await waitFor('redis nodes', async () => (await Promise.all(REDIS_PORTS.map((p) => portOpen(p)))).every(Boolean), 10_000);
-  const create = spawnSync('redis-cli', ['--cluster', 'create', ...REDIS_PORTS.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '1', '--cluster-yes'], { encoding: 'utf8' });
+  await waitFor('redis nodes', async () => (await Promise.all(ports.map((p) => portOpen(p)))).every(Boolean), 10_000);
+  const create = spawnSync('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '1', '--cluster-yes'], { encoding: 'utf8' });
   if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
-  await waitFor('redis cluster to become healthy', async () => clusterHealthy(), 30_000);
+  await waitFor('redis cluster to become healthy', async () => clusterHealthy(ports), 30_000);
   // Replicas must have finished their first sync before WAIT can be acknowledged.
-  await waitFor('replicas to sync', async () => REDIS_PORTS.every((p) => {
+  await waitFor('replicas to sync', async () => ports.every((p) => {
     const info = redisCli(p, 'info', 'replication');
     return info.includes('role:master') || info.includes('master_link_status:up');
   }), 20_000);
-  log('redis cluster: started 3 masters + 3 replicas on 127.0.0.1:7001-7006');
 }
 
 function redisDown(): void {

@@ -1,0 +1,106 @@
+// `replica` acknowledgement really waits for a replica: with the shard's only replica frozen (SIGSTOP) a
+// Deduct cannot be answered DEDUCTED, and an answered one is already readable on the replica.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import slotOf from 'cluster-key-slot';
+import { status, type ServiceError } from '@grpc/grpc-js';
+import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { shardRef } from '../src/domain/routing.js';
+import { startTestApp, uniqueId, type TestApp } from '../test/support/harness.js';
+import { OwnCluster, type NodeInfo } from './support/own-cluster.js';
+
+let cluster: OwnCluster;
+let replicaApp: TestApp;
+let leaderApp: TestApp;
+
+beforeAll(async () => {
+  cluster = await OwnCluster.start(7101);
+  replicaApp = await startTestApp({ SHARDSTOCK_REDIS_NODES: cluster.seeds, SHARDSTOCK_ACK_LEVEL: 'replica', SHARDSTOCK_WAIT_TIMEOUT_MS: '300' });
+  leaderApp = await startTestApp({ SHARDSTOCK_REDIS_NODES: cluster.seeds, SHARDSTOCK_ACK_LEVEL: 'leader', SHARDSTOCK_NAMESPACE: replicaApp.namespace });
+});
+
+afterAll(async () => {
+  await replicaApp?.close();
+  await leaderApp?.close();
+  cluster?.stop();
+});
+
+/** A one-shard coupon and where its shard lives. */
+async function oneShardCoupon(stock: number) {
+  const couponId = uniqueId();
+  await replicaApp.client.createCoupon({ couponId, totalStock: BigInt(stock), shardCount: 1 });
+  const coupon = (await replicaApp.app.repo.find(couponId))!;
+  const keys = replicaApp.app.store.keys(shardRef(coupon, 0));
+  const master = cluster.masterOfSlot(slotOf(keys.shard));
+  const replicas = cluster.replicasOf(master);
+  expect(replicas).toHaveLength(1);
+  return { couponId, keys, master, replica: replicas[0]! };
+}
+
+async function readOnReplica(replica: NodeInfo, key: string, field: string): Promise<string | null> {
+  const r = new Redis({ port: replica.port, host: '127.0.0.1', lazyConnect: true });
+  try {
+    await r.connect();
+    await r.call('READONLY');
+    return await r.hget(key, field);
+  } finally {
+    r.disconnect();
+  }
+}
+
+const frozen = async <T>(node: NodeInfo, run: () => Promise<T>): Promise<T> => {
+  cluster.signal(node.port, 'SIGSTOP');
+  try {
+    return await run();
+  } finally {
+    cluster.signal(node.port, 'SIGCONT');
+  }
+};
+
+describe('replica acknowledgement (WAIT on the owning master)', () => {
+  it('when a replica-level Deduct is answered DEDUCTED, then its record and decrement are already on the replica', async () => {
+    const { couponId, keys, replica } = await oneShardCoupon(100);
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => replicaApp.client.deduct({ couponId, requestId: `r${i}`, quantity: 1n })),
+    );
+    expect(answers.every((a) => a.outcome === DeductOutcome.DEDUCTED)).toBe(true);
+    // Read straight after the answers, from the replica itself: nothing may be missing.
+    expect(await readOnReplica(replica, keys.shard, 'avail')).toBe('50');
+    for (let i = 0; i < 50; i += 7) expect(await readOnReplica(replica, keys.request(`r${i}`), 'q')).toBe('1');
+  });
+
+  it('when the shard\'s only replica is frozen, then a replica-level Deduct fails UNAVAILABLE, and its retry with the same request_id after the replica is back is DEDUCTED once', async () => {
+    const { couponId, replica } = await oneShardCoupon(10);
+    const err = await frozen(replica, () =>
+      replicaApp.client.deduct({ couponId, requestId: 'in-doubt', quantity: 2n }).then(() => null, (e: ServiceError) => e),
+    );
+    expect(err?.code).toBe(status.UNAVAILABLE);
+    await cluster.waitHealthy();
+    const retry = await replicaApp.client.deduct({ couponId, requestId: 'in-doubt', quantity: 2n });
+    // The write had happened on the master; only its acknowledgement was missing: the retry is a replay.
+    expect(retry.outcome).toBe(DeductOutcome.DEDUCTED);
+    expect(retry.replayed).toBe(true);
+    expect((await replicaApp.client.getStock({ couponId })).level?.available).toBe(8n);
+  });
+
+  it('when the replica is frozen, then a leader-level Deduct is answered DEDUCTED at once (it does not wait)', async () => {
+    const { couponId, replica } = await oneShardCoupon(10);
+    const r = await frozen(replica, () => leaderApp.client.deduct({ couponId, requestId: 'fast', quantity: 1n }, { deadlineMs: 5000 }));
+    expect(r.outcome).toBe(DeductOutcome.DEDUCTED);
+    await cluster.waitHealthy();
+  });
+
+  it('when the replica is frozen, then a replica-level Compensate fails UNAVAILABLE and its retry compensates once', async () => {
+    const { couponId, replica } = await oneShardCoupon(10);
+    await replicaApp.client.deduct({ couponId, requestId: 'c1', quantity: 3n });
+    const err = await frozen(replica, () =>
+      replicaApp.client.compensate({ couponId, requestId: 'c1', reason: 'test' }).then(() => null, (e: ServiceError) => e),
+    );
+    expect(err?.code).toBe(status.UNAVAILABLE);
+    await cluster.waitHealthy();
+    const again = await replicaApp.client.compensate({ couponId, requestId: 'c1', reason: 'test' });
+    // The give-back was written before the WAIT failed: the retry finds it done.
+    expect(again.outcome).toBe(CompensateOutcome.ALREADY_COMPENSATED);
+    expect((await replicaApp.client.getStock({ couponId })).level?.available).toBe(10n);
+  });
+});

@@ -1,0 +1,143 @@
+// A private Redis Cluster (3 masters + 3 replicas) on its own ports and data dir, so fault tests can SIGKILL,
+// SIGSTOP and restart nodes without touching the shared stack on 7001-7006. Nodes are daemonized
+// redis-servers; every signal goes to the pid in that node's own pidfile.
+import { rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createRedisCluster, portOpen, readPid, redisCli, startRedisNode, waitFor } from '../../deploy/local/stack.js';
+
+const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+
+export interface NodeInfo {
+  id: string;
+  port: number;
+  role: 'master' | 'replica';
+  /** The master's node id, for a replica. */
+  masterId: string | undefined;
+  failed: boolean;
+  /** Slot ranges, for a master. */
+  slots: [number, number][];
+}
+
+export class OwnCluster {
+  private constructor(readonly ports: number[]) {}
+
+  static async start(basePort = 7101): Promise<OwnCluster> {
+    const ports = Array.from({ length: 6 }, (_, i) => basePort + i);
+    const c = new OwnCluster(ports);
+    await createRedisCluster(ports, (p) => c.dir(p));
+    return c;
+  }
+
+  dir(port: number): string {
+    return join(ROOT, '.data', 'faults', 'redis', String(port));
+  }
+
+  /** SHARDSTOCK_REDIS_NODES for a service instance: every node is a seed, so any survivor can answer. */
+  get seeds(): string {
+    return this.ports.map((p) => `127.0.0.1:${p}`).join(',');
+  }
+
+  pid(port: number): number {
+    const pid = readPid(join(this.dir(port), 'redis.pid'));
+    if (!pid) throw new Error(`redis node ${port} is not running`);
+    return pid;
+  }
+
+  /** The topology as one live node sees it. */
+  nodes(askPort?: number): NodeInfo[] {
+    const port = askPort ?? this.ports.find((p) => redisCli(p, 'ping') === 'PONG');
+    if (port === undefined) throw new Error('no node of the own cluster answers');
+    return redisCli(port, 'cluster', 'nodes')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => {
+        const f = line.split(' ');
+        const flags = f[2]!.split(',');
+        return {
+          id: f[0]!,
+          port: Number(f[1]!.split(':')[1]!.split('@')[0]),
+          role: flags.includes('master') ? ('master' as const) : ('replica' as const),
+          masterId: f[3] === '-' ? undefined : f[3],
+          failed: flags.includes('fail') || flags.includes('fail?'),
+          slots: f.slice(8).filter((s) => /^\d/.test(s)).map((s) => {
+            const [a, b] = s.split('-').map(Number);
+            return [a!, b ?? a!] as [number, number];
+          }),
+        };
+      });
+  }
+
+  masterOfSlot(slot: number, askPort?: number): NodeInfo {
+    const m = this.nodes(askPort).find((n) => n.role === 'master' && !n.failed && n.slots.some(([a, b]) => slot >= a && slot <= b));
+    if (!m) throw new Error(`no live master owns slot ${slot}`);
+    return m;
+  }
+
+  replicasOf(master: NodeInfo, askPort?: number): NodeInfo[] {
+    return this.nodes(askPort).filter((n) => n.role === 'replica' && n.masterId === master.id && !n.failed);
+  }
+
+  signal(port: number, sig: NodeJS.Signals): void {
+    process.kill(this.pid(port), sig);
+  }
+
+  /** SIGKILL, then wait until the port is closed. */
+  async kill(port: number): Promise<void> {
+    this.signal(port, 'SIGKILL');
+    await waitFor(`redis ${port} to die`, async () => !(await portOpen(port)), 10_000);
+  }
+
+  /** Waits until a live node other than `deadPort` owns `slot` and the cluster says ok; returns the new master. */
+  async waitPromotion(slot: number, deadPort: number, timeoutMs = 20_000): Promise<NodeInfo> {
+    let promoted: NodeInfo | undefined;
+    const ask = this.ports.find((p) => p !== deadPort)!;
+    await waitFor(`a replica to take over slot ${slot} from ${deadPort}`, async () => {
+      try {
+        const m = this.masterOfSlot(slot, ask);
+        if (m.port === deadPort) return false;
+        if (!redisCli(m.port, 'cluster', 'info').includes('cluster_state:ok')) return false;
+        promoted = m;
+        return true;
+      } catch {
+        return false;
+      }
+    }, timeoutMs);
+    return promoted!;
+  }
+
+  /** Starts a killed node again from its nodes.conf: it rejoins as a replica of whoever took its slots.
+   * (Only after the failover: a persistence-less master back before it would wipe its replica.) */
+  async restart(port: number): Promise<void> {
+    startRedisNode(port, this.dir(port));
+    await waitFor(`redis ${port} to answer`, () => portOpen(port), 10_000);
+  }
+
+  /** Waits for 3 masters + 3 replicas, every replica's link up. */
+  async waitHealthy(timeoutMs = 30_000): Promise<void> {
+    await waitFor('own cluster healthy', async () => {
+      const nodes = this.nodes();
+      const live = nodes.filter((n) => !n.failed);
+      if (live.filter((n) => n.role === 'master').length !== 3 || live.filter((n) => n.role === 'replica').length !== 3) return false;
+      return this.ports.every((p) => {
+        const info = redisCli(p, 'info', 'replication');
+        return redisCli(p, 'cluster', 'info').includes('cluster_state:ok') && (info.includes('role:master') || info.includes('master_link_status:up'));
+      });
+    }, timeoutMs);
+  }
+
+  stop(): void {
+    for (const port of this.ports) {
+      const pid = readPid(join(this.dir(port), 'redis.pid'));
+      if (pid) {
+        try {
+          process.kill(pid, 'SIGCONT');
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      rmSync(this.dir(port), { recursive: true, force: true });
+    }
+  }
+}
