@@ -11,6 +11,8 @@ export type ErrorKind =
   | 'deadline_exceeded'
   | 'resource_exhausted'
   | 'unimplemented'
+  | 'unauthenticated'
+  | 'permission_denied'
   | 'internal';
 
 export class DomainError extends Error {
@@ -18,10 +20,14 @@ export class DomainError extends Error {
   constructor(
     readonly kind: ErrorKind,
     message: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; retryAfterMs?: number | undefined },
   ) {
     super(message, options);
+    this.retryAfterMs = options?.retryAfterMs;
   }
+
+  /** When the caller may usefully try again (rate limits, load shedding, fenced shards); sent as `retry-after-ms`. */
+  readonly retryAfterMs: number | undefined;
 }
 
 export const invalid = (field: string, why: string) => new DomainError('invalid_argument', `${field}: ${why}`);

@@ -1,43 +1,51 @@
 // Connect, gRPC-Web and gRPC-over-HTTP routes for the HTTP port, adapting the same handlers the grpc-js
 // port serves. Domain errors become ConnectErrors through the shared status mapping.
-import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from '@connectrpc/connect';
+import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
 import type { InventoryHandlers } from './handlers.js';
 import { toStatus } from './status.js';
+import { peerKey } from './http-server.js';
 
 export interface ConnectRoutesOptions {
   onUnexpected: (method: string, err: unknown) => void;
-  guard?: ((method: string, headers: Headers) => void) | undefined;
+  /** Same contract as GrpcServerOptions.guard: throw to refuse; a returned function runs when the call ends. */
+  guard?: ((method: string, headers: Headers, peer: string) => void | (() => void)) | undefined;
 }
 
 export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRoutesOptions) {
   const fail = (method: string, err: unknown): ConnectError => {
     const s = toStatus(err);
     if (s.unexpected) options.onUnexpected(method, s.unexpected);
-    return new ConnectError(s.message, s.code as Code);
+    return new ConnectError(s.message, s.code as Code, s.metadata ? new Headers(s.metadata) : undefined);
   };
   // Runs one handler call with the guard in front and the shared error mapping behind.
-  const call = async <T>(method: string, headers: Headers, run: () => Promise<T>): Promise<T> => {
+  const call = async <T>(method: string, ctx: HandlerContext, run: () => Promise<T>): Promise<T> => {
+    let release: void | (() => void) = undefined;
     try {
-      options.guard?.(method, headers);
+      release = options.guard?.(method, ctx.requestHeader, ctx.values.get(peerKey));
       return await run();
     } catch (err) {
       throw fail(method, err);
+    } finally {
+      if (release) release();
     }
   };
   const impl: ServiceImpl<typeof InventoryService> = {
-    createCoupon: (req, ctx) => call('CreateCoupon', ctx.requestHeader, () => handlers.createCoupon(req, ctx)),
-    getStock: (req, ctx) => call('GetStock', ctx.requestHeader, () => handlers.getStock(req, ctx)),
-    restock: (req, ctx) => call('Restock', ctx.requestHeader, () => handlers.restock(req, ctx)),
-    deduct: (req, ctx) => call('Deduct', ctx.requestHeader, () => handlers.deduct(req, ctx)),
-    compensate: (req, ctx) => call('Compensate', ctx.requestHeader, () => handlers.compensate(req, ctx)),
-    reconcile: (req, ctx) => call('Reconcile', ctx.requestHeader, () => handlers.reconcile(req, ctx)),
+    createCoupon: (req, ctx) => call('CreateCoupon', ctx, () => handlers.createCoupon(req, ctx)),
+    getStock: (req, ctx) => call('GetStock', ctx, () => handlers.getStock(req, ctx)),
+    restock: (req, ctx) => call('Restock', ctx, () => handlers.restock(req, ctx)),
+    deduct: (req, ctx) => call('Deduct', ctx, () => handlers.deduct(req, ctx)),
+    compensate: (req, ctx) => call('Compensate', ctx, () => handlers.compensate(req, ctx)),
+    reconcile: (req, ctx) => call('Reconcile', ctx, () => handlers.reconcile(req, ctx)),
     async *watchStock(req, ctx) {
+      let release: void | (() => void) = undefined;
       try {
-        options.guard?.('WatchStock', ctx.requestHeader);
+        release = options.guard?.('WatchStock', ctx.requestHeader, ctx.values.get(peerKey));
         yield* handlers.watchStock(req, { signal: ctx.signal });
       } catch (err) {
         if (!ctx.signal.aborted) throw fail('WatchStock', err);
+      } finally {
+        if (release) release();
       }
     },
   };

@@ -8,12 +8,16 @@ import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
 import type { CallContext, InventoryHandlers } from './handlers.js';
 import { reflectionRoot } from './reflection.js';
 import { GrpcCode, toStatus } from './status.js';
+import { DomainError } from '../domain/errors.js';
 
 export interface GrpcServerOptions {
   maxMessageBytes: number;
   onUnexpected: (method: string, err: unknown) => void;
-  /** Optional hook in front of every call (auth, rate limits); throws a DomainError to refuse. */
-  guard?: ((method: string, metadata: grpc.Metadata) => void) | undefined;
+  /** Optional hook in front of every call (auth, rate limits, load shedding); throws a DomainError to refuse.
+   * `peer` is the caller's address; a returned function is called once the call is finished. */
+  guard?: ((method: string, metadata: grpc.Metadata, peer: string) => void | (() => void)) | undefined;
+  /** TLS / mTLS; default plaintext. */
+  credentials?: grpc.ServerCredentials | undefined;
 }
 
 function serializer(schema: DescMessage) {
@@ -51,7 +55,18 @@ function methodHandler(method: DescMethod, handlers: InventoryHandlers, options:
   const fail = (err: unknown): grpc.ServerErrorResponse => {
     const s = toStatus(err);
     if (s.unexpected) options.onUnexpected(method.name, s.unexpected);
-    return Object.assign(new Error(s.message), { code: s.code, details: s.message });
+    const metadata = new grpc.Metadata();
+    for (const [k, v] of Object.entries(s.metadata ?? {})) metadata.set(k, v);
+    return Object.assign(new Error(s.message), { code: s.code, details: s.message, metadata });
+  };
+  // grpc-js answers a request its deserializer throws on with INTERNAL; the bytes arrive undecoded instead
+  // (serverDefinition) and a malformed message is the caller's fault: INVALID_ARGUMENT.
+  const decode = (bytes: unknown) => {
+    try {
+      return fromBinary(method.input, bytes as Uint8Array);
+    } catch (err) {
+      throw new DomainError('invalid_argument', `request: not a valid ${method.input.typeName} message (${(err as Error).message})`);
+    }
   };
   if (method.methodKind === 'unary') {
     const h = handlers[name] as (req: unknown, ctx: CallContext) => Promise<unknown>;
@@ -62,22 +77,27 @@ function methodHandler(method: DescMethod, handlers: InventoryHandlers, options:
         callback({ code: GrpcCode.DEADLINE_EXCEEDED, details: 'deadline exceeded before the call started' } as grpc.ServiceError);
         return;
       }
+      let release: void | (() => void) = undefined;
       Promise.resolve()
-        .then(() => options.guard?.(method.name, call.metadata))
-        .then(() => h(call.request, ctx))
+        .then(() => (release = options.guard?.(method.name, call.metadata, call.getPeer())))
+        .then(() => h(decode(call.request), ctx))
         .then(
           (res) => callback(null, res),
           (err) => callback(fail(err)),
         )
-        .finally(() => ctx.done());
+        .finally(() => {
+          ctx.done();
+          if (release) release();
+        });
     };
   }
   const h = handlers[name] as (req: unknown, ctx: CallContext) => AsyncIterable<unknown>;
   return async (call: grpc.ServerWritableStream<unknown, unknown>) => {
     const ctx = callContext(call);
+    let release: void | (() => void) = undefined;
     try {
-      options.guard?.(method.name, call.metadata);
-      for await (const msg of h(call.request, ctx)) {
+      release = options.guard?.(method.name, call.metadata, call.getPeer());
+      for await (const msg of h(decode(call.request), ctx)) {
         if (ctx.signal.aborted) break;
         // Slow readers: wait for the socket to drain instead of queueing without bound.
         if (!call.write(msg)) await new Promise<void>((r) => call.once('drain', () => r()));
@@ -87,6 +107,7 @@ function methodHandler(method: DescMethod, handlers: InventoryHandlers, options:
       if (!ctx.signal.aborted) call.destroy(fail(err));
     } finally {
       ctx.done();
+      if (release) release();
     }
   };
 }
@@ -109,6 +130,13 @@ export function serviceDefinition(service: DescService): grpc.ServiceDefinition 
   return def;
 }
 
+/** The server side of serviceDefinition: requests stay bytes until the handler decodes them (see decode). */
+function serverDefinition(service: DescService): grpc.ServiceDefinition {
+  const def = serviceDefinition(service);
+  for (const m of Object.values(def)) m.requestDeserialize = (buf: Buffer) => buf;
+  return def;
+}
+
 export interface GrpcServer {
   server: grpc.Server;
   health: HealthImplementation;
@@ -123,14 +151,14 @@ export async function startGrpcServer(addr: string, handlers: InventoryHandlers,
   });
   const impl: grpc.UntypedServiceImplementation = {};
   for (const m of InventoryService.methods) impl[m.localName] = methodHandler(m, handlers, options);
-  server.addService(serviceDefinition(InventoryService), impl);
+  server.addService(serverDefinition(InventoryService), impl);
 
   const health = new HealthImplementation({ '': 'NOT_SERVING', [InventoryService.typeName]: 'NOT_SERVING' });
   health.addToServer(server);
   new ReflectionService(reflectionRoot() as never).addToServer(server);
 
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    server.bindAsync(addr, options.credentials ?? grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );
   return { server, health, port };
 }

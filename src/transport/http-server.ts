@@ -5,7 +5,10 @@ import { createServer as createHttp1, type IncomingMessage, type ServerResponse 
 import { createServer as createHttp2, type Http2Session } from 'node:http2';
 import { createServer as createNet, type Server as NetServer, type Socket } from 'node:net';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
-import type { ConnectRouter } from '@connectrpc/connect';
+import { createContextKey, createContextValues, type ConnectRouter } from '@connectrpc/connect';
+
+/** The caller's address (without port), for handlers that limit per caller. */
+export const peerKey = createContextKey<string>('', { description: 'peer address' });
 
 /** HTTP/2 requests arrive through the same compatibility API (writeHead, end, headers). */
 export type PlainRoute = (req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>;
@@ -39,6 +42,7 @@ export async function startHttpServer(addr: string, options: HttpServerOptions):
     routes: options.routes,
     readMaxBytes: options.maxMessageBytes,
     fallback: fallback as never,
+    contextValues: (req) => createContextValues().set(peerKey, req.socket?.remoteAddress ?? ''),
   });
   const h1 = createHttp1({ keepAliveTimeout: 5000 }, handler);
   const h2 = createHttp2({}, handler);

@@ -33,12 +33,16 @@ const BY_KIND: Record<ErrorKind, number> = {
   deadline_exceeded: GrpcCode.DEADLINE_EXCEEDED,
   resource_exhausted: GrpcCode.RESOURCE_EXHAUSTED,
   unimplemented: GrpcCode.UNIMPLEMENTED,
+  unauthenticated: GrpcCode.UNAUTHENTICATED,
+  permission_denied: GrpcCode.PERMISSION_DENIED,
   internal: GrpcCode.INTERNAL,
 };
 
 export interface RpcStatus {
   code: number;
   message: string;
+  /** Response metadata (gRPC trailers / Connect error metadata), e.g. `retry-after-ms`. */
+  metadata?: Record<string, string>;
   /** Set when the error was not a domain error: log it. */
   unexpected?: unknown;
 }
@@ -46,7 +50,9 @@ export interface RpcStatus {
 export function toStatus(err: unknown): RpcStatus {
   if (err instanceof DomainError) {
     const status: RpcStatus = { code: BY_KIND[err.kind], message: err.message };
-    if (err.kind === 'unavailable' || err.kind === 'internal') status.unexpected = err.cause ?? err;
+    // A refusal that carries a retry hint (fenced shard, shed load) is expected: not logged as a failure.
+    if ((err.kind === 'unavailable' && err.retryAfterMs === undefined) || err.kind === 'internal') status.unexpected = err.cause ?? err;
+    if (err.retryAfterMs !== undefined) status.metadata = { 'retry-after-ms': String(Math.max(0, Math.ceil(err.retryAfterMs))) };
     return status;
   }
   return { code: GrpcCode.INTERNAL, message: 'internal error', unexpected: err };
