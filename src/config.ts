@@ -1,5 +1,7 @@
 // Every setting the service reads, in one typed place. Read once at start-up, validated, frozen;
 // tests build their own with `loadConfig({ ...overrides })` instead of touching process.env.
+import { existsSync, readFileSync } from 'node:fs';
+import { parseTokenEntries, tokenFileEntries, TokenFormatError, TokenRegistry, type TokenEntry } from './access/tokens.js';
 
 export type AckLevel = 'replica' | 'leader';
 
@@ -52,6 +54,43 @@ export interface Config {
   logLevel: string;
   /** SHARDSTOCK_INSTANCE_ID — this instance's name in consumer groups. Default host-pid. */
   instanceId: string;
+  /** SHARDSTOCK_AUTH — `off` (default: every caller may call every RPC) or `token`: each call needs
+   *  `authorization: Bearer <token>` naming a token of SHARDSTOCK_AUTH_TOKENS / _FILE, else UNAUTHENTICATED;
+   *  role `deduct` may call Deduct, Compensate, GetStock, WatchStock; role `admin` everything (else PERMISSION_DENIED). */
+  auth: 'off' | 'token';
+  /** SHARDSTOCK_AUTH_TOKENS (comma-separated) and SHARDSTOCK_AUTH_TOKENS_FILE (one per line, # comments):
+   *  `name:role:token` entries, token ≥ 16 characters. Only SHA-256 digests are kept. Default none. */
+  authTokens: readonly TokenEntry[];
+  /** SHARDSTOCK_RATE_LIMIT_RPS — calls per second per caller (its token name, else its address), answered
+   *  RESOURCE_EXHAUSTED with `retry-after-ms` beyond it; 0 = off. Default 0. */
+  rateLimitRps: number;
+  /** SHARDSTOCK_RATE_LIMIT_BURST — calls a caller may make at once above its rate. Default = the rate. */
+  rateLimitBurst: number;
+  /** SHARDSTOCK_MAX_IN_FLIGHT — unary calls served at once per instance; one more is shed with UNAVAILABLE and
+   *  `retry-after-ms` instead of queueing. 0 = unbounded. Default 4096. */
+  maxInFlight: number;
+  /** SHARDSTOCK_GRPC_TLS_CERT + SHARDSTOCK_GRPC_TLS_KEY (PEM files): serve the gRPC port over TLS;
+   *  SHARDSTOCK_GRPC_TLS_CLIENT_CA: also require client certificates signed by it (mTLS). Default plaintext. */
+  grpcTls: { certFile: string; keyFile: string; clientCaFile: string | undefined } | undefined;
+  /** SHARDSTOCK_REDIS_USERNAME — Redis ACL user, with SHARDSTOCK_REDIS_PASSWORD. Default none (`default` user). */
+  redisUsername: string | undefined;
+  /** SHARDSTOCK_REDIS_TLS=on: connect to every cluster node over TLS; SHARDSTOCK_REDIS_TLS_CA (verify the
+   *  servers; default the system CAs), SHARDSTOCK_REDIS_TLS_CERT + _KEY (client certificate). Default off. */
+  redisTls: TlsFiles | undefined;
+  /** SHARDSTOCK_MYSQL_TLS=on: TLS to MySQL, verifying the server; SHARDSTOCK_MYSQL_TLS_CA, _CERT + _KEY as for
+   *  Redis. The password goes in SHARDSTOCK_MYSQL_URL. Default off. */
+  mysqlTls: TlsFiles | undefined;
+  /** SHARDSTOCK_FAILOVER_FENCE — `on` (default): after a slot's master changes (failover), writes to that slot
+   *  are refused UNAVAILABLE with `retry-after-ms` until the new master is confirmed able to honour the ack
+   *  level (docs/guarantees.md); `off`. */
+  failoverFence: boolean;
+}
+
+/** PEM files for a TLS client connection. */
+export interface TlsFiles {
+  caFile: string | undefined;
+  certFile: string | undefined;
+  keyFile: string | undefined;
 }
 
 type Env = Record<string, string | undefined>;
@@ -82,6 +121,65 @@ function hostPort(name: string, raw: string): { host: string; port: number } {
     throw new ConfigError(`${name} must be host:port, got ${JSON.stringify(raw)}`);
   }
   return { host: raw.slice(0, i), port };
+}
+
+function onOff(env: Env, name: string, def: boolean): boolean {
+  const raw = str(env, name, def ? 'on' : 'off');
+  if (raw !== 'on' && raw !== 'off') throw new ConfigError(`${name} must be on or off, got ${JSON.stringify(raw)}`);
+  return raw === 'on';
+}
+
+function file(env: Env, name: string): string | undefined {
+  const path = env[name] || undefined;
+  if (path !== undefined && !existsSync(path)) throw new ConfigError(`${name}: no such file ${JSON.stringify(path)}`);
+  return path;
+}
+
+function tlsFiles(env: Env, prefix: string): TlsFiles {
+  const t = { caFile: file(env, `${prefix}_CA`), certFile: file(env, `${prefix}_CERT`), keyFile: file(env, `${prefix}_KEY`) };
+  if ((t.certFile === undefined) !== (t.keyFile === undefined)) throw new ConfigError(`${prefix}_CERT and ${prefix}_KEY go together`);
+  return t;
+}
+
+function authTokens(env: Env): TokenEntry[] {
+  const entries: TokenEntry[] = [];
+  try {
+    const inline = str(env, 'SHARDSTOCK_AUTH_TOKENS', '');
+    if (inline) entries.push(...parseTokenEntries(inline.split(',').map((s) => s.trim()).filter(Boolean), 'SHARDSTOCK_AUTH_TOKENS'));
+    const path = file(env, 'SHARDSTOCK_AUTH_TOKENS_FILE');
+    if (path) entries.push(...parseTokenEntries(tokenFileEntries(readFileSync(path, 'utf8')), 'SHARDSTOCK_AUTH_TOKENS_FILE'));
+    new TokenRegistry(entries);
+  } catch (err) {
+    if (err instanceof TokenFormatError) throw new ConfigError(err.message);
+    throw err;
+  }
+  return entries;
+}
+
+function security(env: Env) {
+  const auth = str(env, 'SHARDSTOCK_AUTH', 'off');
+  if (auth !== 'off' && auth !== 'token') throw new ConfigError(`SHARDSTOCK_AUTH must be off or token, got ${JSON.stringify(auth)}`);
+  const tokens = authTokens(env);
+  if (auth === 'token' && tokens.length === 0) {
+    throw new ConfigError('SHARDSTOCK_AUTH=token needs SHARDSTOCK_AUTH_TOKENS or SHARDSTOCK_AUTH_TOKENS_FILE');
+  }
+  const rateLimitRps = int(env, 'SHARDSTOCK_RATE_LIMIT_RPS', 0, 0, 10_000_000);
+  const grpc = tlsFiles(env, 'SHARDSTOCK_GRPC_TLS');
+  if (grpc.caFile !== undefined) throw new ConfigError('SHARDSTOCK_GRPC_TLS_CA is not a setting: use SHARDSTOCK_GRPC_TLS_CLIENT_CA for mTLS');
+  const clientCaFile = file(env, 'SHARDSTOCK_GRPC_TLS_CLIENT_CA');
+  if (clientCaFile && !grpc.certFile) throw new ConfigError('SHARDSTOCK_GRPC_TLS_CLIENT_CA needs SHARDSTOCK_GRPC_TLS_CERT and _KEY');
+  return {
+    auth: auth as 'off' | 'token',
+    authTokens: Object.freeze(tokens),
+    rateLimitRps,
+    rateLimitBurst: int(env, 'SHARDSTOCK_RATE_LIMIT_BURST', Math.max(1, rateLimitRps), 1, 10_000_000),
+    maxInFlight: int(env, 'SHARDSTOCK_MAX_IN_FLIGHT', 4096, 0, 1_000_000),
+    grpcTls: grpc.certFile && grpc.keyFile ? { certFile: grpc.certFile, keyFile: grpc.keyFile, clientCaFile } : undefined,
+    redisUsername: env.SHARDSTOCK_REDIS_USERNAME || undefined,
+    redisTls: onOff(env, 'SHARDSTOCK_REDIS_TLS', false) ? tlsFiles(env, 'SHARDSTOCK_REDIS_TLS') : undefined,
+    mysqlTls: onOff(env, 'SHARDSTOCK_MYSQL_TLS', false) ? tlsFiles(env, 'SHARDSTOCK_MYSQL_TLS') : undefined,
+    failoverFence: onOff(env, 'SHARDSTOCK_FAILOVER_FENCE', true),
+  };
 }
 
 const WORKERS = ['relay', 'settle', 'sweep', 'reconcile'] as const;
@@ -137,5 +235,6 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     maxMessageBytes: int(env, 'SHARDSTOCK_MAX_MESSAGE_BYTES', 65_536, 1024, 16 * 1024 * 1024),
     logLevel: str(env, 'SHARDSTOCK_LOG_LEVEL', 'info'),
     instanceId: str(env, 'SHARDSTOCK_INSTANCE_ID', `${process.env.HOSTNAME ?? 'local'}-${process.pid}`),
+    ...security(env),
   });
 }

@@ -11,6 +11,8 @@ export interface OrmOptions {
   /** Extra pool size; settlement and admin share it. */
   poolMax?: number;
   debug?: boolean;
+  /** TLS to the server (PEM contents), verifying its certificate; undefined = plaintext. */
+  tls?: { ca?: Buffer | undefined; cert?: Buffer | undefined; key?: Buffer | undefined } | undefined;
 }
 
 export async function openOrm(options: OrmOptions): Promise<MikroORM> {
@@ -18,7 +20,8 @@ export async function openOrm(options: OrmOptions): Promise<MikroORM> {
   const dbName = decodeURIComponent(url.pathname.replace(/^\//, '')) || 'shardstock';
   if (!/^[A-Za-z0-9_]{1,64}$/.test(dbName)) throw new Error(`database name ${JSON.stringify(dbName)} is not allowed`);
   // MikroORM's ensureDatabase also creates the schema from entities, which would bypass the migrations.
-  const admin = await createConnection({ host: url.hostname, port: Number(url.port || 3306), user: decodeURIComponent(url.username || 'root'), password: decodeURIComponent(url.password) });
+  const ssl = options.tls ? { ...options.tls, rejectUnauthorized: true } : undefined;
+  const admin = await createConnection({ host: url.hostname, port: Number(url.port || 3306), user: decodeURIComponent(url.username || 'root'), password: decodeURIComponent(url.password), ssl });
   try {
     await admin.query(`create database if not exists \`${dbName}\` character set utf8mb4`);
   } finally {
@@ -31,6 +34,7 @@ export async function openOrm(options: OrmOptions): Promise<MikroORM> {
     migrations: { migrationsList: [{ name: 'm001-initial', class: M001Initial }], transactional: false, snapshot: false, silent: true },
     pool: { min: 1, max: options.poolMax ?? 16 },
     debug: options.debug ?? false,
+    ...(ssl ? { driverOptions: { ssl } } : {}),
     ensureDatabase: false,
     allowGlobalContext: false,
   });

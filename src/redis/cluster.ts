@@ -7,7 +7,11 @@ const LUA_DIR = new URL('../../lua/', import.meta.url);
 
 export interface RedisClusterOptions {
   nodes: { host: string; port: number }[];
+  /** ACL user; default the `default` user. */
+  username?: string | undefined;
   password?: string | undefined;
+  /** TLS to every node (PEM contents); undefined = plaintext. */
+  tls?: { ca?: Buffer | undefined; cert?: Buffer | undefined; key?: Buffer | undefined } | undefined;
 }
 
 /** Script name -> number of keys, read from the file names (`deduct-5.lua`). */
@@ -36,7 +40,10 @@ export function connectCluster(options: RedisClusterOptions): Cluster {
     maxRedirections: 16,
     slotsRefreshTimeout: 2000,
     redisOptions: {
+      username: options.username,
       password: options.password,
+      // Nodes are announced by IP: their certificates need the IPs as subjectAltNames.
+      ...(options.tls ? { tls: { ...options.tls } } : {}),
       maxRetriesPerRequest: 2,
       connectTimeout: 2000,
       commandTimeout: 5000,

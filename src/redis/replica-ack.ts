@@ -24,10 +24,20 @@ export class ReplicaAck {
     private readonly replicas = 1,
   ) {}
 
-  /** Resolves once a WAIT sent after this call saw the write of `key` reach enough replicas. */
-  afterWrite(key: string): Promise<void> {
+  /** The master the client routes `key` to now; pass it to afterWrite when taken before the write. */
+  owner(key: string): string | undefined {
+    return this.cluster.slots[slotOf(key)]?.[0];
+  }
+
+  /** Resolves once a WAIT sent after this call saw the write of `key` reach enough replicas. `ownerBefore`:
+   * the slot's master when the write was sent; if it changed since (failover, MOVED), a WAIT on the new
+   * master would say nothing about the write, so it is reported unacknowledged (the caller retries). */
+  afterWrite(key: string, ownerBefore?: string): Promise<void> {
     const nodeKey = this.cluster.slots[slotOf(key)]?.[0];
     if (!nodeKey) return Promise.reject(new ReplicationTimeout('no master known for the slot'));
+    if (ownerBefore !== undefined && ownerBefore !== nodeKey) {
+      return Promise.reject(new ReplicationTimeout(`the slot moved from ${ownerBefore} to ${nodeKey} during the write`));
+    }
     let queue = this.queues.get(nodeKey);
     if (!queue) {
       queue = { busy: false, waiting: [] };

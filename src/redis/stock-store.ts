@@ -24,6 +24,8 @@ export interface RedisStockStoreOptions {
   idempotencyWindowS: number;
   /** When set, Deduct and Compensate writes wait for a replica before resolving. */
   replicaAck?: ReplicaAck | undefined;
+  /** When set, writes to a slot whose master just changed are refused until it is confirmed (failover-fence.ts). */
+  fence?: { assertOpen(key: string): void } | undefined;
 }
 
 export class RedisStockStore implements StockStore {
@@ -70,18 +72,19 @@ export class RedisStockStore implements StockStore {
       shard.index, shard.couponId, Date.now(), CREDIT_RETENTION_MS,
     ];
     for (const c of credits) args.push(c.id, c.quantity);
+    const owner = this.beforeWrite(k.shard);
     const r = (await this.deductScript(...args)) as Reply;
     const code = Number(r[0]);
     if (code === 1) {
-      await this.replicated(k.shard);
+      await this.replicated(k.shard, owner);
       return { kind: 'deducted', remaining: Number(r[1]) };
     }
     if (code === 2) {
       // The original write may not have reached a replica when it was answered (e.g. the WAIT timed out).
-      await this.replicated(k.shard);
+      await this.replicated(k.shard, owner);
       return { kind: 'replay', remaining: Number(r[1]), compensated: Number(r[2]) === 1 };
     }
-    if (credits.length > 0) await this.replicated(k.shard);
+    if (credits.length > 0) await this.replicated(k.shard, owner);
     if (code === -1) return { kind: 'short', available: Number(r[1]) };
     if (code === -2) return { kind: 'user_limit', held: Number(r[1]) };
     if (code === -3) return { kind: 'conflict', field: r[1] === 'user_id' ? 'user_id' : 'quantity', recorded: String(r[2] ?? '') };
@@ -91,13 +94,14 @@ export class RedisStockStore implements StockStore {
 
   async compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult> {
     const k = this.keys(shard);
+    const owner = this.beforeWrite(k.shard);
     const r = (await this.compensateScript(
       k.shard, k.request(requestId), k.user(limitedUserId ?? '-'), k.outbox,
       requestId, reason, shard.couponId, shard.index, Date.now(), limitedUserId === undefined ? 0 : 1,
     )) as Reply;
     const code = Number(r[0]);
     if (code === 1) {
-      await this.replicated(k.shard);
+      await this.replicated(k.shard, owner);
       return { kind: 'compensated', remaining: Number(r[1]), quantity: Number(r[2]) };
     }
     if (code === 2) return { kind: 'already', remaining: Number(r[1]) };
@@ -108,6 +112,7 @@ export class RedisStockStore implements StockStore {
 
   async claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null> {
     const k = this.keys(shard);
+    this.options.fence?.assertOpen(k.claim(requestId));
     const prev = await this.redis.set(k.claim(requestId), value, 'EX', this.options.idempotencyWindowS, 'NX', 'GET');
     return prev ?? null;
   }
@@ -138,10 +143,11 @@ export class RedisStockStore implements StockStore {
 
   async moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing'> {
     const k = this.keys(source);
+    const owner = this.beforeWrite(k.shard);
     const taken = Number(await this.moveOutScript(k.shard, k.moves, moveId, target, want, Date.now()));
     if (taken === -4) return 'missing';
     // A move out of a shard is a write that must survive a failover as much as the deduction it feeds.
-    if (taken > 0) await this.replicated(k.shard);
+    if (taken > 0) await this.replicated(k.shard, owner);
     return taken;
   }
 
@@ -152,10 +158,11 @@ export class RedisStockStore implements StockStore {
 
   async credit(shard: ShardRef, creditId: string, quantity: number, netDelta = 0): Promise<'applied' | 'already' | 'missing'> {
     const k = this.keys(shard);
+    const owner = this.beforeWrite(k.shard);
     const r = (await this.creditScript(k.shard, k.credits, creditId, quantity, Date.now(), CREDIT_RETENTION_MS, netDelta)) as Reply;
     const code = Number(r[0]);
     if (code === -4) return 'missing';
-    await this.replicated(k.shard);
+    await this.replicated(k.shard, owner);
     return code === 1 ? 'applied' : 'already';
   }
 
@@ -167,7 +174,13 @@ export class RedisStockStore implements StockStore {
     });
   }
 
-  private async replicated(key: string): Promise<void> {
-    if (this.options.replicaAck) await this.options.replicaAck.afterWrite(key);
+  /** Refuses a write to a fenced slot; returns the slot's master as the write is sent. */
+  private beforeWrite(key: string): string | undefined {
+    this.options.fence?.assertOpen(key);
+    return this.options.replicaAck?.owner(key);
+  }
+
+  private async replicated(key: string, ownerBefore: string | undefined): Promise<void> {
+    if (this.options.replicaAck) await this.options.replicaAck.afterWrite(key, ownerBefore);
   }
 }
