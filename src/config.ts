@@ -5,6 +5,12 @@ import { parseTokenEntries, tokenFileEntries, TokenFormatError, TokenRegistry, t
 
 export type AckLevel = 'replica' | 'leader';
 
+/** A low-stock threshold: absolute units, or a percentage of the coupon's total stock; 0 turns it off. */
+export interface LowStockThreshold {
+  kind: 'units' | 'percent';
+  value: number;
+}
+
 export interface Config {
   /** SHARDSTOCK_GRPC_ADDR — host:port of the grpc-js server. Default 127.0.0.1:50051. */
   grpcAddr: string;
@@ -46,6 +52,11 @@ export interface Config {
   reconcileIntervalMs: number;
   /** SHARDSTOCK_WATCH_MIN_INTERVAL_MS — WatchStock coalescing floor; also the default. Default 100. */
   watchMinIntervalMs: number;
+  /** SHARDSTOCK_LOW_STOCK_THRESHOLD — a low-stock event is published when a coupon's available units fall to
+   *  or below this, once per crossing: `N` units or `N%` of its total stock; `0` = off. Default 10%. */
+  lowStockThreshold: LowStockThreshold;
+  /** SHARDSTOCK_LOW_STOCK_THRESHOLDS — per-coupon overrides, `couponId=N,couponId=N%`. Default none. */
+  lowStockOverrides: ReadonlyMap<string, LowStockThreshold>;
   /** SHARDSTOCK_SHUTDOWN_GRACE_MS — how long SIGTERM waits for in-flight calls. Default 10000. */
   shutdownGraceMs: number;
   /** SHARDSTOCK_MAX_MESSAGE_BYTES — largest request message accepted on either port. Default 65536. */
@@ -182,6 +193,25 @@ function security(env: Env) {
   };
 }
 
+function threshold(name: string, raw: string): LowStockThreshold {
+  const m = /^(\d+(?:\.\d+)?)(%?)$/.exec(raw.trim());
+  const value = m ? Number(m[1]) : NaN;
+  if (!m || (m[2] === '%' ? value > 100 : !Number.isInteger(value))) {
+    throw new ConfigError(`${name} must be whole units (e.g. 50) or a percentage up to 100% (e.g. 10%), got ${JSON.stringify(raw)}`);
+  }
+  return { kind: m[2] === '%' ? 'percent' : 'units', value };
+}
+
+function thresholdOverrides(name: string, raw: string): Map<string, LowStockThreshold> {
+  const map = new Map<string, LowStockThreshold>();
+  for (const part of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const eq = part.lastIndexOf('=');
+    if (eq <= 0) throw new ConfigError(`${name} must be couponId=threshold pairs, got ${JSON.stringify(part)}`);
+    map.set(part.slice(0, eq), threshold(name, part.slice(eq + 1)));
+  }
+  return map;
+}
+
 const WORKERS = ['relay', 'settle', 'sweep', 'reconcile'] as const;
 
 export function loadConfig(env: Env = process.env): Readonly<Config> {
@@ -231,6 +261,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     sweepIntervalMs: int(env, 'SHARDSTOCK_SWEEP_INTERVAL_MS', 2000, 50, 600_000),
     reconcileIntervalMs: int(env, 'SHARDSTOCK_RECONCILE_INTERVAL_MS', 30_000, 0, 86_400_000),
     watchMinIntervalMs: int(env, 'SHARDSTOCK_WATCH_MIN_INTERVAL_MS', 100, 1, 60_000),
+    lowStockThreshold: threshold('SHARDSTOCK_LOW_STOCK_THRESHOLD', str(env, 'SHARDSTOCK_LOW_STOCK_THRESHOLD', '10%')),
+    lowStockOverrides: thresholdOverrides('SHARDSTOCK_LOW_STOCK_THRESHOLDS', str(env, 'SHARDSTOCK_LOW_STOCK_THRESHOLDS', '')),
     shutdownGraceMs: int(env, 'SHARDSTOCK_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     maxMessageBytes: int(env, 'SHARDSTOCK_MAX_MESSAGE_BYTES', 65_536, 1024, 16 * 1024 * 1024),
     logLevel: str(env, 'SHARDSTOCK_LOG_LEVEL', 'info'),

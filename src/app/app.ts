@@ -27,6 +27,18 @@ import { createLogger, type Logger } from '../util/logger.js';
 import { Periodic } from './periodic.js';
 import { Readiness } from './readiness.js';
 import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
+import { listRecentCoupons } from '../db/coupon-list.js';
+import { registerAppMetrics } from '../observability/app-metrics.js';
+import { instrumentHandlers } from '../observability/instrument-handlers.js';
+import { Metrics } from '../observability/metrics.js';
+import { metricsRoute } from '../observability/metrics-route.js';
+import { timed } from '../observability/timed-store.js';
+import { RedisLowStockMarks } from '../redis/low-stock-marks.js';
+import { uiRoutes } from '../ui/ui-routes.js';
+import { ChangeAnnouncer } from '../watch/change-announcer.js';
+import { LevelBus } from '../watch/level-bus.js';
+import { LowStockDetector } from '../watch/low-stock.js';
+import { WatchService } from '../watch/watch-service.js';
 
 export interface App {
   config: Readonly<Config>;
@@ -43,6 +55,11 @@ export interface App {
   deduct: DeductService;
   sweeper: MoveSweeper;
   readiness: Readiness;
+  metrics: Metrics;
+  watch: WatchService;
+  levels: LevelBus;
+  changes: ChangeAnnouncer;
+  lowStock: LowStockDetector;
   close(): Promise<void>;
 }
 
@@ -67,12 +84,24 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
 
   const replicaAck = config.ackLevel === 'replica' ? new ReplicaAck(redis, config.waitTimeoutMs) : undefined;
   const store = new RedisStockStore(redis, { namespace: config.namespace, idempotencyWindowS: config.idempotencyWindowS, replicaAck });
-  const guardedStore: StockStore = guardErrors(store, 'Redis');
+  const metrics = new Metrics();
+  const guardedStore: StockStore = guardErrors(timed(store, metrics.redisDuration, metrics.redisErrors), 'Redis');
   const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
   const signals = new NatsStockSignals(nats, config.namespace);
   const catalog = new CouponCatalog(repo);
   const soldOut = new SoldOutCache(config.soldOutTtlMs, signals);
   const onError = (what: string, err: unknown) => log.warn({ err: (err as Error)?.message, what }, 'background step failed');
+  // WatchStock and low-stock events: use cases mark coupons changed; one timer announces them over NATS.
+  const levels = new LevelBus(nats, config.namespace, config.instanceId);
+  const lowStock = new LowStockDetector({
+    coupon: (id) => catalog.get(id), store: guardedStore, marks: new RedisLowStockMarks(redis, config.namespace),
+    publish: (event) => {
+      levels.publishLowStock(event);
+      log.info(event, 'low stock');
+    },
+    global: config.lowStockThreshold, overrides: config.lowStockOverrides, onError,
+  });
+  const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) => lowStock.check(id, returned));
 
   // settlement: replaced by the JetStream-aware counter in src/settlement (issue #4).
   const inFlight: InFlightCounter = { inFlightNet: async () => 0 };
@@ -80,21 +109,32 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     log.warn({ couponId, shard, units }, 'reloaded a missing shard from MySQL'),
   );
   const admin = new CouponAdmin({
-    repo, store: guardedStore, catalog, soldOut, signals, reloader, defaultShards: config.defaultShards,
+    repo, store: guardedStore, catalog, soldOut, signals, reloader, defaultShards: config.defaultShards, changes,
     topology: { slotOwners: () => redis.slots },
   });
-  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError);
-  const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader);
+  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes);
+  const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);
   const sweeper = new MoveSweeper(guardedStore, reloader);
-  const handlers = createHandlers({ admin, deduct, compensate });
+  const watch = new WatchService({
+    coupon: (id) => catalog.get(id), readLevel: (id) => admin.level(id, true), listen: (id, cb) => levels.listen(id, cb),
+    floorMs: config.watchMinIntervalMs, onError,
+  });
+  const handlers = createHandlers({ admin, deduct, compensate, watch });
 
-  const onUnexpected = (method: string, err: unknown) => log.error({ method, err }, 'call failed');
+  // Failures are logged by the instrumented handlers, with the call's request ids; not twice.
+  const onUnexpected = () => {};
   const readiness = new Readiness([
     { name: 'redis', ping: () => redis.ping() },
     { name: 'mysql', ping: () => orm.em.fork().getConnection().execute('select 1') },
     { name: 'nats', ping: () => nats.flush() },
   ]);
+  registerAppMetrics(metrics, {
+    deductStats: deduct.stats, readiness: () => readiness.current(), watch,
+    natsLevelSubscriptions: () => levels.subscriptions, announcements: () => changes.announced, lowStockEvents: () => lowStock.events,
+  });
   const plain: PlainRoute[] = [
+    metricsRoute(metrics),
+    uiRoutes({ listCoupons: (limit) => listRecentCoupons(orm, limit) }),
     (req, res) => {
       if (req.url !== '/healthz' && req.url !== '/readyz') return false;
       const state = readiness.current();
@@ -109,8 +149,8 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
   let http: HttpServer | undefined;
   const workers: Periodic[] = [];
   try {
-    grpc = await startGrpcServer(config.grpcAddr, handlers, { maxMessageBytes: config.maxMessageBytes, onUnexpected });
-    http = await startHttpServer(config.httpAddr, { routes: inventoryRoutes(handlers, { onUnexpected }), plain, maxMessageBytes: config.maxMessageBytes });
+    grpc = await startGrpcServer(config.grpcAddr, instrumentHandlers(handlers, { metrics, transport: 'grpc', log }), { maxMessageBytes: config.maxMessageBytes, onUnexpected });
+    http = await startHttpServer(config.httpAddr, { routes: inventoryRoutes(instrumentHandlers(handlers, { metrics, transport: 'connect', log }), { onUnexpected }), plain, maxMessageBytes: config.maxMessageBytes });
   } catch (err) {
     grpc?.server.forceShutdown();
     await http?.close(0);
@@ -147,12 +187,15 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
       g.health.setStatus('', 'NOT_SERVING');
       g.health.setStatus(InventoryService.typeName, 'NOT_SERVING');
       // Stop accepting, let in-flight calls finish within the grace period, then cut what is left.
+      // Watch streams end now (they would otherwise hold the servers open for the whole grace period).
+      watch.close();
       const grpcDone = new Promise<void>((resolve) => g.server.tryShutdown(() => resolve()));
       const grace = setTimeout(() => g.server.forceShutdown(), config.shutdownGraceMs);
       await Promise.all([grpcDone, http!.close(config.shutdownGraceMs)]);
       clearTimeout(grace);
       await Promise.all(workers.map((w) => w.stop()));
       signals.close();
+      changes.close();
       await nats.drain().catch(() => nats.close());
       await redis.quit().catch(() => redis.disconnect());
       await orm.close(true);
@@ -160,6 +203,6 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     })());
 
   return {
-    config, grpcPort: grpc.port, httpPort: http.port, log, redis, orm, nats, store, repo, handlers, admin, deduct, sweeper, readiness, close,
+    config, grpcPort: grpc.port, httpPort: http.port, log, redis, orm, nats, store, repo, handlers, admin, deduct, sweeper, readiness, metrics, watch, levels, changes, lowStock, close,
   };
 }

@@ -74,7 +74,15 @@ export function createInventoryClient(addr: string, options: grpc.ChannelOptions
     watchStock(req, o) {
       const call = raw.watchStock!.call(raw, create(WatchStockRequestSchema, req), meta(o), callOpts(o)) as grpc.ClientReadableStream<WatchStockResponse>;
       o?.signal?.addEventListener('abort', () => call.cancel(), { once: true });
-      return call as AsyncIterable<WatchStockResponse>;
+      // A reader that stops early (break, return, throw) cancels the call: grpc-js alone would leave the
+      // stream open on the server.
+      return (async function* () {
+        try {
+          yield* call as AsyncIterable<WatchStockResponse>;
+        } finally {
+          call.cancel();
+        }
+      })();
     },
     close: () => raw.close(),
   };

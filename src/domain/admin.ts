@@ -1,6 +1,6 @@
 // Coupon administration: create (with preheating), read the level, restock.
 import { DomainError, invalid, notFound } from './errors.js';
-import type { ClusterTopology, Coupon, CouponRepository, StockSignals, StockStore } from './ports.js';
+import type { ClusterTopology, Coupon, CouponRepository, StockChanges, StockSignals, StockStore } from './ports.js';
 import { allShards, shardRef, splitEvenly } from './routing.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
@@ -36,6 +36,8 @@ export interface AdminDeps {
   signals: StockSignals;
   reloader: ShardReloader;
   defaultShards: number;
+  /** Told when a restock lands on the shards (WatchStock, low-stock events). */
+  changes?: StockChanges | undefined;
 }
 
 export class CouponAdmin {
@@ -121,6 +123,7 @@ export class CouponAdmin {
     await this.d.repo.markRestockApplied(coupon.id, requestId);
     this.d.soldOut.clear(coupon.id);
     this.d.signals.stockReturned(coupon.id);
+    this.d.changes?.changed(coupon.id, true);
   }
 
   shard(coupon: Coupon, index: number) {

@@ -1,6 +1,6 @@
 // Compensate: gives the units of one recorded deduction back to the shard that served it, once.
 import { DomainError } from './errors.js';
-import type { StockSignals, StockStore } from './ports.js';
+import type { StockChanges, StockSignals, StockStore } from './ports.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
@@ -22,6 +22,7 @@ export class CompensateService {
     private readonly soldOut: SoldOutCache,
     private readonly signals: StockSignals,
     private readonly reloader: ShardReloader,
+    private readonly changes?: StockChanges,
   ) {}
 
   async compensate(input: CompensateInput, signal?: AbortSignal): Promise<{ outcome: CompensateOutcome; remaining: number }> {
@@ -49,6 +50,7 @@ export class CompensateService {
         case 'compensated':
           this.soldOut.clear(couponId);
           this.signals.stockReturned(couponId);
+          this.changes?.changed(couponId, true);
           return { outcome: 'compensated', remaining: r.remaining };
         case 'already':
           return { outcome: 'already_compensated', remaining: r.remaining };

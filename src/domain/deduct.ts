@@ -3,7 +3,7 @@
 // next deduct call on the home shard, acknowledged afterwards; a sweeper finishes moves whose mover died),
 // so a coupon is sold out only when all of its shards are empty.
 import { DomainError, invalid } from './errors.js';
-import type { Coupon, Credit, ShardLevel, StockStore } from './ports.js';
+import type { Coupon, Credit, ShardLevel, StockChanges, StockStore } from './ports.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
@@ -49,6 +49,7 @@ export class DeductService {
     private readonly reloader: ShardReloader,
     private readonly maxQuantity: number,
     private readonly onError: (what: string, err: unknown) => void = () => {},
+    private readonly changes?: StockChanges,
   ) {}
 
   async deduct(input: DeductInput, signal?: AbortSignal): Promise<DeductResult> {
@@ -103,6 +104,7 @@ export class DeductService {
       }
       switch (r.kind) {
         case 'deducted':
+          this.changes?.changed(couponId, false);
           return { outcome: 'deducted', replayed: false, remaining: r.remaining, shard: home };
         case 'replay':
           return { outcome: 'deducted', replayed: true, remaining: r.remaining, shard: home };

@@ -125,6 +125,12 @@ export interface StockSignals {
   onStockReturned(listener: (couponId: string) => void): () => void;
 }
 
+/** Told after a use case changed a coupon's level. Called on the Deduct hot path: must be cheap (no I/O
+ * inline) and never throw. `returned`: units came back (Compensate, Restock) rather than were taken. */
+export interface StockChanges {
+  changed(couponId: string, returned: boolean): void;
+}
+
 /** What topology the cluster has now: slot -> master, for choosing shard tags. */
 export interface ClusterTopology {
   slotOwners(): ReadonlyArray<ReadonlyArray<string> | undefined>;

@@ -40,5 +40,11 @@ export function shardTag(couponId: string, index: number, salt: number): string 
   return `${couponId}#${index}.${salt}`;
 }
 
+/** string per coupon, present while the coupon is below its low-stock threshold: SET NX makes the low-stock
+ *  event fire once per crossing however many instances see it; deleted when stock comes back above. */
+export function lowStockKey(namespace: string, couponId: string): string {
+  return `${namespace}:lowstock:{${couponId}}`;
+}
+
 /** Consumer group every service instance joins on every outbox stream. */
 export const RELAY_GROUP = 'relay';

@@ -2,7 +2,7 @@
 // port serves. Domain errors become ConnectErrors through the shared status mapping.
 import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
-import type { InventoryHandlers } from './handlers.js';
+import type { CallContext, InventoryHandlers } from './handlers.js';
 import { toStatus } from './status.js';
 import { peerKey } from './http-server.js';
 
@@ -10,6 +10,11 @@ export interface ConnectRoutesOptions {
   onUnexpected: (method: string, err: unknown) => void;
   /** Same contract as GrpcServerOptions.guard: throw to refuse; a returned function runs when the call ends. */
   guard?: ((method: string, headers: Headers, peer: string) => void | (() => void)) | undefined;
+}
+
+/** The transport-free call context: the abort signal and the client's x-request-id. */
+function callContext(ctx: HandlerContext): CallContext {
+  return { signal: ctx.signal, requestId: ctx.requestHeader.get('x-request-id') ?? undefined };
 }
 
 export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRoutesOptions) {
@@ -31,17 +36,17 @@ export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRou
     }
   };
   const impl: ServiceImpl<typeof InventoryService> = {
-    createCoupon: (req, ctx) => call('CreateCoupon', ctx, () => handlers.createCoupon(req, ctx)),
-    getStock: (req, ctx) => call('GetStock', ctx, () => handlers.getStock(req, ctx)),
-    restock: (req, ctx) => call('Restock', ctx, () => handlers.restock(req, ctx)),
-    deduct: (req, ctx) => call('Deduct', ctx, () => handlers.deduct(req, ctx)),
-    compensate: (req, ctx) => call('Compensate', ctx, () => handlers.compensate(req, ctx)),
-    reconcile: (req, ctx) => call('Reconcile', ctx, () => handlers.reconcile(req, ctx)),
+    createCoupon: (req, ctx) => call('CreateCoupon', ctx, () => handlers.createCoupon(req, callContext(ctx))),
+    getStock: (req, ctx) => call('GetStock', ctx, () => handlers.getStock(req, callContext(ctx))),
+    restock: (req, ctx) => call('Restock', ctx, () => handlers.restock(req, callContext(ctx))),
+    deduct: (req, ctx) => call('Deduct', ctx, () => handlers.deduct(req, callContext(ctx))),
+    compensate: (req, ctx) => call('Compensate', ctx, () => handlers.compensate(req, callContext(ctx))),
+    reconcile: (req, ctx) => call('Reconcile', ctx, () => handlers.reconcile(req, callContext(ctx))),
     async *watchStock(req, ctx) {
       let release: void | (() => void) = undefined;
       try {
         release = options.guard?.('WatchStock', ctx.requestHeader, ctx.values.get(peerKey));
-        yield* handlers.watchStock(req, { signal: ctx.signal });
+        yield* handlers.watchStock(req, callContext(ctx));
       } catch (err) {
         if (!ctx.signal.aborted) throw fail('WatchStock', err);
       } finally {

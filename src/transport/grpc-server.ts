@@ -41,8 +41,10 @@ function callContext(call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerW
     if (ms <= 0) ac.abort();
     else timer = setTimeout(onCancel, ms);
   }
+  const rid = call.metadata.get('x-request-id')[0];
   return {
     signal: ac.signal,
+    requestId: rid === undefined ? undefined : String(rid),
     done() {
       if (timer) clearTimeout(timer);
       call.removeListener('cancelled', onCancel);
@@ -100,16 +102,31 @@ function methodHandler(method: DescMethod, handlers: InventoryHandlers, options:
       for await (const msg of h(decode(call.request), ctx)) {
         if (ctx.signal.aborted) break;
         // Slow readers: wait for the socket to drain instead of queueing without bound.
-        if (!call.write(msg)) await new Promise<void>((r) => call.once('drain', () => r()));
+        if (!call.write(msg)) await drained(call, ctx.signal);
       }
       if (!ctx.signal.aborted) call.end();
     } catch (err) {
-      if (!ctx.signal.aborted) call.destroy(fail(err));
+      // emit('error') is how grpc-js ends a server stream with a status; destroy() never sends one (the client hangs).
+      if (!ctx.signal.aborted) call.emit('error', fail(err));
     } finally {
       ctx.done();
       if (release) release();
     }
   };
+}
+
+/** Resolves when the stream can take more, or when the call ends (a cancelled call never drains). */
+function drained(call: grpc.ServerWritableStream<unknown, unknown>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      call.removeListener('drain', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    call.once('drain', done);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 export function serviceDefinition(service: DescService): grpc.ServiceDefinition {

@@ -39,6 +39,8 @@ import type { Reconciliation } from '../domain/reconcile-types.js';
 export interface CallContext {
   /** Aborted when the client cancels, disconnects or its deadline passes. */
   signal: AbortSignal;
+  /** The client's x-request-id header, if it sent one: carried on every log line about the call. */
+  requestId?: string | undefined;
 }
 
 export interface InventoryHandlers {

@@ -1,0 +1,115 @@
+// Wraps the transport-free handlers for one transport: counts every call by method and outcome, times unary
+// calls, tracks open WatchStock streams, and logs lines about a call with its ids (x-request-id when the
+// client sent one, the message's request_id and coupon_id) — never the user id or anything secret.
+// Both transports get their own wrapper over the same handlers, so instrumentation lives in one place.
+import { randomBytes } from 'node:crypto';
+import { CompensateOutcome, DeductOutcome } from '../gen/inventory/v1/inventory_pb.js';
+import type { CallContext, InventoryHandlers } from '../transport/handlers.js';
+import { GrpcCode, toStatus } from '../transport/status.js';
+import type { Logger } from '../util/logger.js';
+import type { Metrics, Transport } from './metrics.js';
+
+const CODE_NAMES: Record<number, string> = Object.fromEntries(Object.entries(GrpcCode).map(([name, code]) => [code, name.toLowerCase()]));
+
+const DEDUCT_NAMES: Record<number, string> = {
+  [DeductOutcome.UNSPECIFIED]: 'unspecified',
+  [DeductOutcome.DEDUCTED]: 'deducted',
+  [DeductOutcome.SOLD_OUT]: 'sold_out',
+  [DeductOutcome.INSUFFICIENT]: 'insufficient',
+  [DeductOutcome.USER_LIMIT_EXCEEDED]: 'user_limit_exceeded',
+};
+
+const COMPENSATE_NAMES: Record<number, string> = {
+  [CompensateOutcome.UNSPECIFIED]: 'unspecified',
+  [CompensateOutcome.COMPENSATED]: 'compensated',
+  [CompensateOutcome.ALREADY_COMPENSATED]: 'already_compensated',
+  [CompensateOutcome.NOT_DEDUCTED]: 'not_deducted',
+};
+
+export interface InstrumentOptions {
+  metrics: Metrics;
+  transport: Transport;
+  log: Logger;
+}
+
+interface Ids {
+  couponId?: string;
+  requestId?: string;
+}
+
+/** The fields every log line about one call carries. A call without x-request-id gets a random one. */
+function callFields(transport: Transport, method: string, req: Ids, ctx: CallContext): Record<string, unknown> {
+  const fields: Record<string, unknown> = { rid: ctx.requestId || randomBytes(6).toString('hex'), transport, method };
+  if (req.couponId) fields.couponId = req.couponId;
+  if (req.requestId) fields.requestId = req.requestId;
+  return fields;
+}
+
+export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): InventoryHandlers {
+  const { metrics, transport, log } = o;
+
+  const failed = (fields: () => Record<string, unknown>, err: unknown): string => {
+    const s = toStatus(err);
+    // Domain refusals are answers, not faults; infrastructure failures and bugs are logged with the call's ids.
+    if (s.unexpected) log.error({ ...fields(), code: CODE_NAMES[s.code], err: s.unexpected }, 'call failed');
+    return CODE_NAMES[s.code] ?? 'unknown';
+  };
+  /** Built once per call, and only when a line is logged. */
+  const lazyFields = (method: string, req: Ids, ctx: CallContext) => {
+    let fields: Record<string, unknown> | undefined;
+    return () => (fields ??= callFields(transport, method, req, ctx));
+  };
+
+  const unary = <Req extends Ids, Res>(method: string, fn: (req: Req, ctx: CallContext) => Promise<Res>, outcomeOf: (res: Res) => string = () => 'ok') =>
+    async (req: Req, ctx: CallContext): Promise<Res> => {
+      const start = performance.now();
+      const fields = lazyFields(method, req, ctx);
+      let outcome = 'ok';
+      try {
+        const res = await fn(req, ctx);
+        outcome = outcomeOf(res);
+        return res;
+      } catch (err) {
+        outcome = failed(fields, err);
+        throw err;
+      } finally {
+        const seconds = (performance.now() - start) / 1000;
+        metrics.rpcCalls.inc({ transport, method, outcome });
+        metrics.rpcDuration.observe({ transport, method }, seconds);
+        if (log.isLevelEnabled('debug')) log.debug({ ...fields(), outcome, ms: Math.round(seconds * 1e4) / 10 }, 'call');
+      }
+    };
+
+  return {
+    createCoupon: unary('CreateCoupon', (req, ctx) => h.createCoupon(req, ctx)),
+    getStock: unary('GetStock', (req, ctx) => h.getStock(req, ctx)),
+    restock: unary('Restock', (req, ctx) => h.restock(req, ctx), (r) => (r.replayed ? 'replayed' : 'ok')),
+    deduct: unary('Deduct', (req, ctx) => h.deduct(req, ctx), (r) => (r.replayed ? 'replayed' : (DEDUCT_NAMES[r.outcome] ?? 'unknown'))),
+    compensate: unary('Compensate', (req, ctx) => h.compensate(req, ctx), (r) => COMPENSATE_NAMES[r.outcome] ?? 'unknown'),
+    reconcile: unary('Reconcile', (req, ctx) => h.reconcile(req, ctx)),
+
+    async *watchStock(req, ctx) {
+      const method = 'WatchStock';
+      const start = performance.now();
+      const fields = lazyFields(method, req, ctx);
+      let outcome = 'ok';
+      let sent = 0;
+      metrics.watchStreams.inc({ transport });
+      try {
+        for await (const msg of h.watchStock(req, ctx)) {
+          metrics.watchMessages.inc({ transport });
+          sent++;
+          yield msg;
+        }
+      } catch (err) {
+        outcome = failed(fields, err);
+        throw err;
+      } finally {
+        if (outcome === 'ok' && ctx.signal.aborted) outcome = 'cancelled';
+        metrics.watchStreams.dec({ transport });
+        metrics.rpcCalls.inc({ transport, method, outcome });
+        if (log.isLevelEnabled('debug')) log.debug({ ...fields(), outcome, sent, ms: Math.round(performance.now() - start) }, 'stream ended');
+      }
+    },
+  };
+}

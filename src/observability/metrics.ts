@@ -1,0 +1,106 @@
+// The Prometheus registry of one service instance (its own Registry, not prom-client's global one, so
+// several instances in one process — the tests — never collide). Counters the call path bumps live here;
+// figures other components already keep (DeductService.stats, readiness, watch streams, settlement) are
+// read when /metrics is scraped, through collect hooks, so the hot path pays nothing for them.
+// Label values are bounded: methods and outcomes are enums, per-coupon gauges cover a capped set.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export type Transport = 'grpc' | 'connect';
+
+/** Seconds: from well under a millisecond (a Redis script) to a call that waited seconds. */
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly rpcCalls = new Counter({
+    name: 'shardstock_rpc_requests_total',
+    help: 'Finished RPCs by transport, method and outcome (a Deduct/Compensate outcome, ok, or the status code in snake case)',
+    labelNames: ['transport', 'method', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly rpcDuration = new Histogram({
+    name: 'shardstock_rpc_duration_seconds',
+    help: 'Unary RPC handling time by transport and method (from the handler being called to its answer)',
+    labelNames: ['transport', 'method'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly watchStreams = new Gauge({
+    name: 'shardstock_watch_streams_open',
+    help: 'Open WatchStock streams by transport',
+    labelNames: ['transport'] as const,
+    registers: [this.registry],
+  });
+
+  readonly watchMessages = new Counter({
+    name: 'shardstock_watch_messages_total',
+    help: 'Levels sent on WatchStock streams by transport',
+    labelNames: ['transport'] as const,
+    registers: [this.registry],
+  });
+
+  readonly redisDuration = new Histogram({
+    name: 'shardstock_redis_op_duration_seconds',
+    help: 'Redis Cluster operations by op (Lua scripts: deduct, compensate, moveOut, ackMove, credit, initShard; reads: probe, readRequest, ...), replica ack included',
+    labelNames: ['op'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly redisErrors = new Counter({
+    name: 'shardstock_redis_op_errors_total',
+    help: 'Redis Cluster operations that failed, by op',
+    labelNames: ['op'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** A counter whose value is read from elsewhere at scrape time (monotonic figures kept by a component). */
+  counterFrom(name: string, help: string, read: () => number): void {
+    new Counter({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  }
+
+  /** A gauge read at scrape time. */
+  gaugeFrom(name: string, help: string, read: () => number): void {
+    new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.set(read());
+      },
+    });
+  }
+
+  /** A labelled gauge read at scrape time: one sample per [labelValue, value] returned. */
+  labelledGaugeFrom(name: string, help: string, label: string, read: () => Iterable<[string, number]>): void {
+    new Gauge({
+      name,
+      help,
+      labelNames: [label],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [l, v] of read()) this.set({ [label]: l }, v);
+      },
+    });
+  }
+
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}

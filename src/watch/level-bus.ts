@@ -1,0 +1,76 @@
+// Stock-level news between instances over NATS core: "coupon X changed" pings on <ns>.levels.<coupon> and
+// low-stock events on <ns>.events.low_stock.<coupon>. A ping carries no level: each instance that has
+// watchers reads the level itself, so levels from several publishers can never arrive out of order.
+import { StringCodec, type NatsConnection, type Subscription } from 'nats';
+
+const sc = StringCodec();
+
+/** A coupon id as one subject token: ids may hold `.`, which would split it (or make empty tokens). */
+export function subjectToken(couponId: string): string {
+  return couponId.replace(/[.%]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+export interface LowStockEvent {
+  couponId: string;
+  available: number;
+  threshold: number;
+  totalStock: number;
+  at: string;
+}
+
+export class LevelBus {
+  private subs = 0;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly namespace: string,
+    private readonly instanceId: string,
+  ) {}
+
+  levelSubject(couponId: string): string {
+    return `${this.namespace}.levels.${subjectToken(couponId)}`;
+  }
+
+  lowStockSubject(couponId: string): string {
+    return `${this.namespace}.events.low_stock.${subjectToken(couponId)}`;
+  }
+
+  /** Tells every instance (this one included: NATS echoes) that the coupon's level changed. */
+  announce(couponId: string): void {
+    this.publish(this.levelSubject(couponId), { couponId, instance: this.instanceId, at: Date.now() });
+  }
+
+  publishLowStock(event: LowStockEvent): void {
+    this.publish(this.lowStockSubject(event.couponId), event);
+  }
+
+  /** One NATS subscription; the caller keeps one per coupon and fans out locally. */
+  listen(couponId: string, onChange: () => void): () => void {
+    const sub: Subscription = this.nc.subscribe(this.levelSubject(couponId), {
+      callback: (err) => {
+        if (!err) onChange();
+      },
+    });
+    this.subs++;
+    let open = true;
+    return () => {
+      if (!open) return;
+      open = false;
+      this.subs--;
+      sub.unsubscribe();
+    };
+  }
+
+  /** NATS subscriptions this bus holds now. */
+  get subscriptions(): number {
+    return this.subs;
+  }
+
+  private publish(subject: string, body: unknown): void {
+    try {
+      this.nc.publish(subject, sc.encode(JSON.stringify(body)));
+    } catch {
+      // Closed or draining: watchers fall back to their periodic refresh.
+    }
+  }
+}
