@@ -46,6 +46,8 @@ export interface Config {
   settleBatch: number;
   /** SHARDSTOCK_SETTLE_MAX_DELIVER — deliveries of one message before it becomes an anomaly. Default 5. */
   settleMaxDeliver: number;
+  /** SHARDSTOCK_RELAY_CLAIM_IDLE_MS — outbox entries another instance took and has not relayed for this long (it died) are taken over. Default 15000. */
+  relayClaimIdleMs: number;
   /** SHARDSTOCK_SWEEP_INTERVAL_MS — how often stranded fallback moves and outbox streams are swept. Default 2000. */
   sweepIntervalMs: number;
   /** SHARDSTOCK_RECONCILE_INTERVAL_MS — how often active coupons are reconciled; 0 turns it off. Default 30000. */
@@ -258,6 +260,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     relayBatch: int(env, 'SHARDSTOCK_RELAY_BATCH', 1000, 1, 10_000),
     settleBatch: int(env, 'SHARDSTOCK_SETTLE_BATCH', 1000, 1, 10_000),
     settleMaxDeliver: int(env, 'SHARDSTOCK_SETTLE_MAX_DELIVER', 5, 1, 100),
+    relayClaimIdleMs: int(env, 'SHARDSTOCK_RELAY_CLAIM_IDLE_MS', 15_000, 100, 3_600_000),
     sweepIntervalMs: int(env, 'SHARDSTOCK_SWEEP_INTERVAL_MS', 2000, 50, 600_000),
     reconcileIntervalMs: int(env, 'SHARDSTOCK_RECONCILE_INTERVAL_MS', 30_000, 0, 86_400_000),
     watchMinIntervalMs: int(env, 'SHARDSTOCK_WATCH_MIN_INTERVAL_MS', 100, 1, 60_000),

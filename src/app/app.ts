@@ -26,6 +26,7 @@ import { guardErrors } from '../util/guard-errors.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { Periodic } from './periodic.js';
 import { Readiness } from './readiness.js';
+import { Settlement } from '../settlement/settlement.js';
 import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
 import { listRecentCoupons } from '../db/coupon-list.js';
 import { registerAppMetrics } from '../observability/app-metrics.js';
@@ -60,6 +61,7 @@ export interface App {
   levels: LevelBus;
   changes: ChangeAnnouncer;
   lowStock: LowStockDetector;
+  settlement: Settlement;
   close(): Promise<void>;
 }
 
@@ -103,8 +105,9 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
   });
   const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) => lowStock.check(id, returned));
 
-  // settlement: replaced by the JetStream-aware counter in src/settlement (issue #4).
-  const inFlight: InFlightCounter = { inFlightNet: async () => 0 };
+  // Settlement (outbox -> JetStream -> MySQL): its in-flight count also tells a shard reload what is still on its way.
+  const settlement = new Settlement({ config, redis, nats, orm, signals, replicaAck, log });
+  const inFlight: InFlightCounter = settlement.inFlight;
   const reloader = new ShardReloader(guardedStore, repo, inFlight, (couponId, shard, units) =>
     log.warn({ couponId, shard, units }, 'reloaded a missing shard from MySQL'),
   );
@@ -119,7 +122,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     coupon: (id) => catalog.get(id), readLevel: (id) => admin.level(id, true), listen: (id, cb) => levels.listen(id, cb),
     floorMs: config.watchMinIntervalMs, onError,
   });
-  const handlers = createHandlers({ admin, deduct, compensate, watch });
+  const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler });
 
   // Failures are logged by the instrumented handlers, with the call's request ids; not twice.
   const onUnexpected = () => {};
@@ -178,6 +181,8 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     );
   }
 
+  await settlement.start({ activeCoupons: () => catalog.active(), reloader });
+
   log.info({ grpc: config.grpcAddr, grpcPort: grpc.port, http: config.httpAddr, httpPort: http.port, ackLevel: config.ackLevel }, 'shardstock serving');
 
   let closing: Promise<void> | undefined;
@@ -194,6 +199,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
       await Promise.all([grpcDone, http!.close(config.shutdownGraceMs)]);
       clearTimeout(grace);
       await Promise.all(workers.map((w) => w.stop()));
+      await settlement.stop();
       signals.close();
       changes.close();
       await nats.drain().catch(() => nats.close());
@@ -203,6 +209,6 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     })());
 
   return {
-    config, grpcPort: grpc.port, httpPort: http.port, log, redis, orm, nats, store, repo, handlers, admin, deduct, sweeper, readiness, metrics, watch, levels, changes, lowStock, close,
+    config, grpcPort: grpc.port, httpPort: http.port, log, redis, orm, nats, store, repo, handlers, admin, deduct, sweeper, readiness, metrics, watch, levels, changes, lowStock, settlement, close,
   };
 }

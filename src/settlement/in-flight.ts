@@ -1,0 +1,79 @@
+// What Redis has applied and MySQL has not settled yet, for one coupon: the events in its shards' outboxes
+// plus its unsettled JetStream messages, each counted once by event id (an event is in both between its
+// publish and its XDEL), minus those already in the ledger (settled, not acked yet) and refused deductions
+// whose units are already back in Redis.
+//
+// Read order matters for a live coupon: Redis first, then JetStream, then MySQL, so an event moving along the
+// pipeline while it is counted is seen at least once and never counted as both settled and in flight.
+import type { Coupon, InFlightCounter, ShardLevel } from '../domain/ports.js';
+import { allShards } from '../domain/routing.js';
+import { eventId, signedQuantity, type SettlementEvent } from './event.js';
+import type { SettlementStreamReader } from './jetstream.js';
+import type { LedgerStore, ReconcileView } from './ledger-store.js';
+import type { OutboxStreams } from './outbox.js';
+
+export interface InFlightSnapshot {
+  levels: ShardLevel[];
+  outbox: Map<string, SettlementEvent>;
+  jetstream: Map<string, SettlementEvent>;
+}
+
+export interface InFlightFigures {
+  net: number;
+  outboxEvents: number;
+  jetstreamPending: number;
+}
+
+export class InFlight implements InFlightCounter {
+  constructor(
+    private readonly ledger: LedgerStore,
+    private readonly outbox: OutboxStreams,
+    private readonly stream: SettlementStreamReader,
+  ) {}
+
+  /** Shard levels and outbox events (Redis), then unsettled JetStream messages. */
+  async snapshot(coupon: Pick<Coupon, 'id' | 'shardTags'>): Promise<InFlightSnapshot> {
+    const shards = await Promise.all(allShards(coupon).map((ref) => this.outbox.snapshot(ref)));
+    const outbox = new Map<string, SettlementEvent>();
+    for (const s of shards) for (const e of s.events) outbox.set(eventId(e), e);
+    const jetstream = await this.stream.events(coupon.id);
+    return { levels: shards.map((s) => s.level), outbox, jetstream };
+  }
+
+  static candidates(s: InFlightSnapshot): SettlementEvent[] {
+    const all = new Map(s.outbox);
+    for (const [id, e] of s.jetstream) all.set(id, e);
+    return [...all.values()];
+  }
+
+  static figures(s: InFlightSnapshot, view: Pick<ReconcileView, 'settled' | 'refunded'>): InFlightFigures {
+    let net = 0;
+    for (const e of InFlight.candidates(s)) {
+      const id = eventId(e);
+      if (!view.settled.has(id) && !view.refunded.has(id)) net += signedQuantity(e);
+    }
+    return { net, outboxEvents: s.outbox.size, jetstreamPending: s.jetstream.size };
+  }
+
+  async measure(couponId: string): Promise<InFlightFigures> {
+    const coupon = await this.ledger.find(couponId);
+    if (!coupon) return { net: 0, outboxEvents: 0, jetstreamPending: 0 };
+    const snap = await this.snapshot(coupon);
+    const view = await this.ledger.reconcileView(couponId, InFlight.candidates(snap), false);
+    return view ? InFlight.figures(snap, view) : { net: 0, outboxEvents: 0, jetstreamPending: 0 };
+  }
+
+  async inFlightNet(couponId: string): Promise<number> {
+    return (await this.measure(couponId)).net;
+  }
+
+  /** True when something of the coupon besides `inHand` messages the caller holds is still on its way:
+   * outbox entries, or more unsettled JetStream messages. */
+  async othersInFlight(coupon: Pick<Coupon, 'id' | 'shardTags'>, inHand: number): Promise<boolean> {
+    const [lengths, pending] = await Promise.all([
+      Promise.all(allShards(coupon).map((ref) => this.outbox.backlog(ref).then((b) => b.length))),
+      this.stream.pending(coupon.id),
+    ]);
+    return lengths.some((n) => n > 0) || pending > inHand;
+  }
+}

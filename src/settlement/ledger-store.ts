@@ -1,0 +1,266 @@
+// The MySQL side of settlement, on MikroORM: per coupon ONE transaction that inserts the batch's ledger rows
+// (INSERT IGNORE on the unique (coupon, request, kind) key) and moves the coupon's settled remaining under its
+// optimistic `version`, retried on OptimisticLockError; anomaly rows; and the reads Reconcile needs.
+//
+// Every transaction that decides something about a coupon's events bumps the coupon's version, so two
+// settlers deciding about the same coupon at once cannot both commit: the loser re-reads and re-decides.
+import { OptimisticLockError } from '@mikro-orm/core';
+import type { EntityManager, MikroORM } from '@mikro-orm/mysql';
+import { AnomalyRow, CouponRow, LedgerRow } from '../db/entities.js';
+import type { Coupon } from '../domain/ports.js';
+import { eventId, LEDGER_KIND, type SettlementEvent } from './event.js';
+import { planBatch, type Plan, type Planned } from './settle-plan.js';
+
+/** Anomaly reasons, as stored in settlement_anomaly.reason. */
+export const ANOMALY = {
+  /** MySQL's settled remaining could not cover the deduction; its units went back to Redis. */
+  refused: 'insufficient_settled_remaining',
+  /** A compensation of a deduction that was refused: nothing left to settle. */
+  ofRefused: 'compensates_refused_deduction',
+  unparsable: 'unparsable_message',
+  unknownCoupon: 'unknown_coupon',
+} as const;
+
+export interface BatchResult<T> {
+  /** null: the coupon does not exist. */
+  coupon: Coupon | null;
+  plan: Plan<T>;
+  /** Held deductions refused in this transaction (refuseHeld), and earlier refused ones delivered again:
+   * their units must (still) go back to Redis. */
+  refused: Planned<T>[];
+  /** OptimisticLockError (or a concurrent insert) made the transaction start over this many times. */
+  retries: number;
+}
+
+export interface LedgerSums {
+  deducted: number;
+  compensated: number;
+  restocked: number;
+}
+
+export interface ReconcileView {
+  coupon: Coupon;
+  sums: LedgerSums;
+  anomalies: number;
+  anomalyUnits: number;
+  /** Of the candidate events: those with a ledger row. */
+  settled: Set<string>;
+  /** Of the candidate events: refused deductions whose units are back in Redis. */
+  refunded: Set<string>;
+}
+
+class ConcurrentInsert extends Error {
+  override name = 'ConcurrentInsert';
+}
+
+const MAX_ATTEMPTS = 30;
+const CHUNK = 1000;
+
+function toCoupon(row: {
+  id: string; initialStock: number; totalStock: number; shardCount: number; perUserLimit: number; shardTags: string[];
+  preheated: boolean; settledRemaining: number; createdAt: Date;
+}): Coupon {
+  return {
+    id: row.id,
+    initialStock: Number(row.initialStock),
+    totalStock: Number(row.totalStock),
+    shardCount: row.shardCount,
+    perUserLimit: row.perUserLimit,
+    shardTags: row.shardTags,
+    preheated: !!row.preheated,
+    settledRemaining: Number(row.settledRemaining),
+    createdAt: row.createdAt,
+  };
+}
+
+function chunks<T>(xs: T[], n = CHUNK): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < xs.length; i += n) out.push(xs.slice(i, i + n));
+  return out;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class LedgerStore {
+  constructor(private readonly orm: MikroORM) {}
+
+  /**
+   * Settles one coupon's batch. refuseHeld: deductions the remaining still cannot cover become anomalies in
+   * the same transaction (the settler decided nothing else can make room for them).
+   */
+  async applyBatch<T>(couponId: string, events: Planned<T>[], refuseHeld = false): Promise<BatchResult<T>> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const r = await this.orm.em.fork().transactional((em) => this.applyOnce(em, couponId, events, refuseHeld));
+        return { ...r, retries: attempt };
+      } catch (err) {
+        if (!(err instanceof OptimisticLockError || err instanceof ConcurrentInsert) || attempt + 1 >= MAX_ATTEMPTS) throw err;
+        await sleep(Math.random() * Math.min(50, 2 + attempt * 5));
+      }
+    }
+  }
+
+  private async applyOnce<T>(em: EntityManager, couponId: string, events: Planned<T>[], refuseHeld: boolean): Promise<Omit<BatchResult<T>, 'retries'>> {
+    const empty: Plan<T> = { remaining: 0, apply: [], duplicates: [], held: [], waiting: [], ofRefused: [] };
+    const row = await em.findOne(CouponRow, { id: couponId });
+    if (!row) return { coupon: null, plan: empty, refused: [] };
+
+    const requestIds = [...new Set(events.map((p) => p.event.requestId))];
+    const settled = new Set<string>();
+    for (const ids of chunks(requestIds)) {
+      const rows = await em.find(LedgerRow, { couponId, requestId: { $in: ids }, kind: { $in: ['DEDUCT', 'COMPENSATE'] } }, { fields: ['requestId', 'kind'] });
+      for (const l of rows) settled.add(`${l.kind === 'DEDUCT' ? 'D' : 'C'}:${l.requestId}`);
+    }
+    // Anomalies already recorded for these events, and refused deductions their compensations refer to.
+    const lookup = new Set<string>();
+    for (const p of events) {
+      lookup.add(eventId(p.event));
+      if (p.event.kind === 'C') lookup.add(eventId({ ...p.event, kind: 'D' }));
+    }
+    const anomalies = new Map<string, string>();
+    for (const ids of chunks([...lookup])) {
+      for (const a of await em.find(AnomalyRow, { eventId: { $in: ids } }, { fields: ['eventId', 'reason'] })) anomalies.set(a.eventId, a.reason);
+    }
+    const refusedRequests = new Set<string>();
+    const refusedAgain: Planned<T>[] = [];
+    const recordedBefore: Planned<T>[] = [];
+    const open: Planned<T>[] = [];
+    for (const p of events) {
+      const reason = anomalies.get(eventId(p.event));
+      if (p.event.kind === 'D' && reason === ANOMALY.refused) refusedAgain.push(p);
+      else if (reason !== undefined) recordedBefore.push(p);
+      else open.push(p);
+      if (p.event.kind === 'C' && anomalies.get(eventId({ ...p.event, kind: 'D' })) === ANOMALY.refused) refusedRequests.add(p.event.requestId);
+    }
+
+    const remainingBefore = Number(row.settledRemaining);
+    const plan = planBatch({ remaining: remainingBefore, events: open, settled, refused: refusedRequests });
+    plan.duplicates.push(...recordedBefore);
+    const now = new Date();
+
+    if (plan.apply.length > 0) {
+      for (const part of chunks(plan.apply)) {
+        const rows = part.map(({ event: e }) => ({
+          couponId, requestId: e.requestId, kind: LEDGER_KIND[e.kind], quantity: e.quantity, userId: e.userId || null,
+          shard: e.shard, reason: e.kind === 'C' ? e.reason.slice(0, 256) : null, occurredAt: e.occurredAt, settledAt: now, redisApplied: true,
+        }));
+        const r = (await em.createQueryBuilder(LedgerRow).insert(rows).onConflict(['couponId', 'requestId', 'kind']).ignore().execute('run')) as { affectedRows: number };
+        // Fewer rows than planned: another settler inserted some since this transaction read the ledger.
+        if (r.affectedRows !== rows.length) throw new ConcurrentInsert(`inserted ${r.affectedRows} of ${rows.length} ledger rows`);
+      }
+    }
+    const anomalyRows = [
+      ...plan.ofRefused.map((p) => anomalyOf(p.event, ANOMALY.ofRefused, `the deduction of request ${p.event.requestId} was refused and its units returned to Redis`)),
+      ...(refuseHeld
+        ? plan.held.map((p) => anomalyOf(p.event, ANOMALY.refused, `settled remaining ${plan.remaining} cannot cover ${p.event.quantity}`))
+        : []),
+    ];
+    for (const part of chunks(anomalyRows)) {
+      await em.createQueryBuilder(AnomalyRow).insert(part).onConflict(['eventId']).ignore().execute('run');
+    }
+    const refused = refuseHeld ? [...plan.held, ...refusedAgain] : refusedAgain;
+    if (refuseHeld) plan.held = [];
+    if (plan.apply.length > 0 || anomalyRows.length > 0) {
+      row.settledRemaining = plan.remaining;
+      row.updatedAt = now;
+      // transactional() flushes: UPDATE ... WHERE id = ? AND version = ?, or OptimisticLockError.
+    }
+    return { coupon: toCoupon(row), plan, refused };
+  }
+
+  async markRefunded(eventIds: string[]): Promise<void> {
+    if (eventIds.length === 0) return;
+    await this.orm.em.fork().nativeUpdate(AnomalyRow, { eventId: { $in: eventIds } }, { refunded: true });
+  }
+
+  async noteAnomaly(eventIdValue: string, detail: string): Promise<void> {
+    await this.orm.em.fork().nativeUpdate(AnomalyRow, { eventId: eventIdValue }, { detail: detail.slice(0, 10_000) });
+  }
+
+  /** A message settlement cannot use (unparsable, unknown coupon), after its bounded redeliveries. */
+  async recordPoison(id: string, reason: string, detail: string, e?: SettlementEvent | null): Promise<void> {
+    await this.orm.em
+      .fork()
+      .createQueryBuilder(AnomalyRow)
+      .insert({
+        eventId: id.slice(0, 255),
+        couponId: e?.couponId.slice(0, 64) ?? null,
+        requestId: e?.requestId.slice(0, 128) ?? null,
+        kind: e ? LEDGER_KIND[e.kind] : null,
+        quantity: e?.quantity ?? 0,
+        shard: e?.shard ?? null,
+        reason,
+        detail: detail.slice(0, 10_000),
+        refunded: false,
+        createdAt: new Date(),
+      })
+      .onConflict(['eventId'])
+      .ignore()
+      .execute('run');
+  }
+
+  /** Everything Reconcile reads from MySQL, in one transaction so the figures agree with each other.
+   * sums: false skips the ledger sums (the in-flight count needs only which candidates are settled). */
+  async reconcileView(couponId: string, candidates: SettlementEvent[], sums = true): Promise<ReconcileView | null> {
+    return this.orm.em.fork().transactional(async (em) => {
+      const row = await em.findOne(CouponRow, { id: couponId });
+      if (!row) return null;
+      const totals: LedgerSums = { deducted: 0, compensated: 0, restocked: 0 };
+      let anomalies = 0;
+      let anomalyUnits = 0;
+      if (sums) {
+        const bySum = await em.execute<{ kind: string; q: string | number }[]>(
+          'select kind, coalesce(sum(quantity), 0) as q from stock_ledger where coupon_id = ? group by kind',
+          [couponId],
+        );
+        for (const s of bySum) {
+          if (s.kind === 'DEDUCT') totals.deducted = Number(s.q);
+          else if (s.kind === 'COMPENSATE') totals.compensated = Number(s.q);
+          else if (s.kind === 'RESTOCK') totals.restocked = Number(s.q);
+        }
+        const [a] = await em.execute<{ n: string | number; q: string | number }[]>(
+          `select count(*) as n, coalesce(sum(case when reason = ? then quantity else 0 end), 0) as q from settlement_anomaly where coupon_id = ?`,
+          [ANOMALY.refused, couponId],
+        );
+        anomalies = Number(a?.n ?? 0);
+        anomalyUnits = Number(a?.q ?? 0);
+      }
+      const settled = new Set<string>();
+      const refunded = new Set<string>();
+      for (const ids of chunks([...new Set(candidates.map((e) => e.requestId))])) {
+        for (const l of await em.find(LedgerRow, { couponId, requestId: { $in: ids }, kind: { $in: ['DEDUCT', 'COMPENSATE'] } }, { fields: ['requestId', 'kind'] })) {
+          settled.add(eventId({ kind: l.kind === 'DEDUCT' ? 'D' : 'C', couponId, requestId: l.requestId }));
+        }
+      }
+      for (const ids of chunks(candidates.filter((e) => e.kind === 'D').map(eventId))) {
+        for (const r of await em.find(AnomalyRow, { eventId: { $in: ids }, reason: ANOMALY.refused, refunded: true }, { fields: ['eventId'] })) refunded.add(r.eventId);
+      }
+      return { coupon: toCoupon(row), sums: totals, anomalies, anomalyUnits, settled, refunded };
+    });
+  }
+
+  async find(couponId: string): Promise<Coupon | null> {
+    const row = await this.orm.em.fork().findOne(CouponRow, { id: couponId });
+    return row ? toCoupon(row) : null;
+  }
+
+  /** Coupons created or settled since `sinceMs`: whose outboxes may hold events no live instance knows of. */
+  async recentCoupons(sinceMs: number, limit: number): Promise<Coupon[]> {
+    const since = new Date(sinceMs);
+    const rows = await this.orm.em.fork().find(CouponRow, { $or: [{ updatedAt: { $gte: since } }, { createdAt: { $gte: since } }] }, { orderBy: { updatedAt: 'desc' }, limit });
+    return rows.map(toCoupon);
+  }
+
+  /** One page of all coupons by id, for a slow walk over every coupon. */
+  async couponPage(afterId: string, limit: number): Promise<Coupon[]> {
+    const rows = await this.orm.em.fork().find(CouponRow, { id: { $gt: afterId } }, { orderBy: { id: 'asc' }, limit });
+    return rows.map(toCoupon);
+  }
+}
+
+function anomalyOf(e: SettlementEvent, reason: string, detail: string) {
+  return {
+    eventId: eventId(e), couponId: e.couponId, requestId: e.requestId, kind: LEDGER_KIND[e.kind], quantity: e.quantity,
+    shard: e.shard, reason, detail, refunded: false, createdAt: new Date(),
+  };
+}

@@ -1,0 +1,127 @@
+// The shards' outbox streams in Redis, as the relay and the in-flight count see them. Every service instance
+// reads through the consumer group `relay` under its own consumer name, so instances share the work; an entry
+// leaves the stream (XACK + XDEL in one MULTI on the shard's slot) only after JetStream stored it.
+import type { Cluster } from 'ioredis';
+import type { ShardLevel, ShardRef } from '../domain/ports.js';
+import { RELAY_GROUP, shardKeys } from '../redis/keys.js';
+import { fromOutboxFields, type SettlementEvent } from './event.js';
+
+export interface OutboxEntry {
+  streamId: string;
+  /** null: the entry does not parse (it is relayed as-is and becomes a poison message in settlement). */
+  event: SettlementEvent | null;
+  raw: string[];
+}
+
+type RawEntries = [string, string[]][];
+
+function entries(raw: RawEntries | null | undefined): OutboxEntry[] {
+  return (raw ?? []).filter((e) => Array.isArray(e[1])).map(([streamId, fields]) => ({ streamId, event: fromOutboxFields(fields), raw: fields }));
+}
+
+/** Milliseconds part of a stream id: when the entry was added. */
+export function streamIdMs(id: string): number {
+  return Number(id.slice(0, id.indexOf('-')));
+}
+
+function isNoGroup(err: unknown): boolean {
+  return String((err as Error)?.message).startsWith('NOGROUP');
+}
+
+export class OutboxStreams {
+  constructor(
+    private readonly redis: Cluster,
+    private readonly namespace: string,
+    private readonly consumer: string,
+  ) {}
+
+  key(shard: ShardRef): string {
+    return shardKeys(this.namespace, shard.tag).outbox;
+  }
+
+  /** Entries never delivered to any relay consumer (own: false) or those delivered to this consumer and not
+   * acknowledged yet (own: true: a publish failed and is retried). */
+  async read(shard: ShardRef, count: number, own = false): Promise<OutboxEntry[]> {
+    const key = this.key(shard);
+    try {
+      const r = (await this.redis.xreadgroup('GROUP', RELAY_GROUP, this.consumer, 'COUNT', count, 'STREAMS', key, own ? '0' : '>')) as
+        | [string, RawEntries][]
+        | null;
+      const raw = r?.[0]?.[1] ?? [];
+      // An entry deleted while still pending comes back without fields: acknowledge it so it leaves the PEL.
+      const ghosts = raw.filter((e) => !Array.isArray(e[1])).map((e) => e[0]);
+      if (ghosts.length > 0) await this.redis.xack(key, RELAY_GROUP, ...ghosts);
+      return entries(raw);
+    } catch (err) {
+      if (!isNoGroup(err)) throw err;
+      // The group is created at shard init; if it was lost (failover before replication), recreate it from
+      // the start: everything still in the stream is relayed again and JetStream / the ledger drop repeats.
+      await this.redis.xgroup('CREATE', key, RELAY_GROUP, '0', 'MKSTREAM').catch(() => {});
+      return [];
+    }
+  }
+
+  /** Takes over entries another consumer (typically a dead instance) has held for longer than idleMs. */
+  async claim(shard: ShardRef, idleMs: number, count: number): Promise<OutboxEntry[]> {
+    const out: OutboxEntry[] = [];
+    let cursor = '0-0';
+    try {
+      do {
+        const r = (await this.redis.xautoclaim(this.key(shard), RELAY_GROUP, this.consumer, idleMs, cursor, 'COUNT', count)) as [string, RawEntries, string[]?];
+        out.push(...entries(r[1]));
+        cursor = r[0];
+      } while (cursor !== '0-0' && out.length < count);
+    } catch (err) {
+      if (!isNoGroup(err)) throw err;
+    }
+    return out;
+  }
+
+  /** Removes relayed entries: acknowledged and deleted together, so none is left behind undeliverable. */
+  async remove(shard: ShardRef, ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const key = this.key(shard);
+    const r = await this.redis.multi().xack(key, RELAY_GROUP, ...ids).xdel(key, ...ids).exec();
+    const failed = r?.find(([err]) => err);
+    if (failed) throw failed[0];
+  }
+
+  /** Entries in the stream and the age of the oldest (0 when empty). */
+  async backlog(shard: ShardRef): Promise<{ length: number; oldestMs: number }> {
+    const key = this.key(shard);
+    const [length, first] = await Promise.all([this.redis.xlen(key), this.redis.xrange(key, '-', '+', 'COUNT', 1)]);
+    return { length, oldestMs: first.length > 0 ? streamIdMs(first[0]![0]) : 0 };
+  }
+
+  /** One shard's level and every event still in its outbox, read in one MULTI (same slot) so they agree. */
+  async snapshot(shard: ShardRef, pageSize = 10_000): Promise<{ level: ShardLevel; events: SettlementEvent[] }> {
+    const keys = shardKeys(this.namespace, shard.tag);
+    const r = await this.redis
+      .multi()
+      .hmget(keys.shard, 'avail', 'transit', 'net')
+      .xrange(keys.outbox, '-', '+', 'COUNT', pageSize)
+      .xrevrange(keys.outbox, '+', '-', 'COUNT', 1)
+      .exec();
+    const failed = r?.find(([err]) => err);
+    if (!r || failed) throw failed?.[0] ?? new Error('outbox snapshot: MULTI aborted');
+    const [avail, transit, net] = r[0]![1] as (string | null)[];
+    const level: ShardLevel = {
+      index: shard.index,
+      available: avail === null || avail === undefined ? null : Number(avail),
+      inTransit: Number(transit ?? 0),
+      net: Number(net ?? 0),
+    };
+    let page = entries(r[1]![1] as RawEntries);
+    const lastId = (r[2]![1] as RawEntries)[0]?.[0];
+    const events: SettlementEvent[] = [];
+    for (;;) {
+      for (const e of page) if (e.event) events.push(e.event);
+      if (page.length < pageSize || !lastId) break;
+      // Later pages: only up to the last entry of the snapshot, so entries added since are not counted.
+      const from = `(${page[page.length - 1]!.streamId}`;
+      page = entries((await this.redis.xrange(keys.outbox, from, lastId, 'COUNT', pageSize)) as RawEntries);
+      if (page.length === 0) break;
+    }
+    return { level, events };
+  }
+}

@@ -1,0 +1,147 @@
+// Builds the settlement pipeline for one service instance and runs the workers its config asks for:
+// relay (outbox -> JetStream), settle (JetStream -> MySQL), reconcile (periodic drift check). The in-flight
+// counter and Reconcile work whether or not this instance runs any worker.
+import type { NatsConnection } from 'nats';
+import type { Cluster } from 'ioredis';
+import type { MikroORM } from '@mikro-orm/mysql';
+import { Periodic } from '../app/periodic.js';
+import type { Config } from '../config.js';
+import type { Coupon, StockSignals } from '../domain/ports.js';
+import type { ShardReloader } from '../domain/shard-reloader.js';
+import type { ReplicaAck } from '../redis/replica-ack.js';
+import type { Logger } from '../util/logger.js';
+import { InFlight } from './in-flight.js';
+import { ensureSettlementStream, SettlementStreamReader, settlementNames, type SettlementNames } from './jetstream.js';
+import { LedgerStore } from './ledger-store.js';
+import { OutboxStreams } from './outbox.js';
+import { JetStreamPublisher } from './publisher.js';
+import { PeriodicReconciler, Reconciler } from './reconciler.js';
+import { RedisRefundStore } from './refund-store.js';
+import { Relay } from './relay.js';
+import { Settler } from './settler.js';
+import { newSettlementStats, type SettlementStats } from './stats.js';
+
+export interface SettlementDeps {
+  config: Readonly<Config>;
+  redis: Cluster;
+  nats: NatsConnection;
+  orm: MikroORM;
+  signals: StockSignals;
+  replicaAck?: ReplicaAck | undefined;
+  log: Logger;
+}
+
+export interface SettlementWorkersDeps {
+  /** Coupons this instance serves (its catalog). */
+  activeCoupons(): Coupon[];
+  reloader: ShardReloader;
+}
+
+/** Coupons created or settled within this window are checked for outbox entries nobody relays. */
+const DISCOVER_RECENT_MS = 24 * 3600 * 1000;
+const DISCOVER_PAGE = 200;
+
+export class Settlement {
+  readonly names: SettlementNames;
+  readonly stats: SettlementStats = newSettlementStats();
+  readonly ledger: LedgerStore;
+  readonly outbox: OutboxStreams;
+  readonly stream: SettlementStreamReader;
+  readonly inFlight: InFlight;
+  readonly reconciler: Reconciler;
+  relay: Relay | undefined;
+  settler: Settler | undefined;
+  periodicReconciler: PeriodicReconciler | undefined;
+  private readonly periodic: Periodic[] = [];
+  private pageCursor = '';
+
+  constructor(private readonly d: SettlementDeps) {
+    this.names = settlementNames(d.config.namespace);
+    this.ledger = new LedgerStore(d.orm);
+    this.outbox = new OutboxStreams(d.redis, d.config.namespace, d.config.instanceId);
+    this.stream = new SettlementStreamReader(d.nats, this.names);
+    this.inFlight = new InFlight(this.ledger, this.outbox, this.stream);
+    this.reconciler = new Reconciler(this.ledger, this.inFlight);
+  }
+
+  async start(w: SettlementWorkersDeps): Promise<void> {
+    const { config, log } = this.d;
+    const onError = (what: string, err: unknown) => log.warn({ err: (err as Error)?.message, what }, 'background step failed');
+    if (config.workers.has('relay') || config.workers.has('settle')) {
+      await ensureSettlementStream(this.d.nats, this.names, { maxAckPending: Math.max(20_000, config.settleBatch * 8) });
+    }
+    if (config.workers.has('relay')) {
+      this.relay = new Relay(
+        this.outbox,
+        new JetStreamPublisher(this.d.nats, this.names),
+        { active: w.activeCoupons, discover: () => this.discover() },
+        this.stats.relay,
+        { batch: config.relayBatch, claimIdleMs: config.relayClaimIdleMs, sweepIntervalMs: config.sweepIntervalMs },
+        log,
+      ).start();
+    }
+    if (config.workers.has('settle')) {
+      const js = this.d.nats.jetstream();
+      this.settler = new Settler(
+        {
+          consumer: () => js.consumers.get(this.names.stream, this.names.durable),
+          ledger: this.ledger,
+          refunds: new RedisRefundStore(this.d.redis, config.namespace, this.d.replicaAck),
+          reloader: w.reloader,
+          signals: this.d.signals,
+          othersInFlight: (coupon, inHand) => this.inFlight.othersInFlight(coupon, inHand),
+          stats: this.stats.settle,
+          log,
+        },
+        { batch: config.settleBatch, maxDeliver: config.settleMaxDeliver },
+      ).start();
+    }
+    if (config.workers.size > 0) {
+      this.periodic.push(
+        new Periodic('settlement-pending', Math.max(1000, config.sweepIntervalMs), async () => {
+          const t = await this.stream.total();
+          this.stats.settle.jetstreamPending = t.messages;
+          this.stats.settle.oldestUnsettledMs = t.oldestMs;
+        }, onError).start(),
+      );
+    }
+    if (config.workers.has('reconcile') && config.reconcileIntervalMs > 0) {
+      this.periodicReconciler = new PeriodicReconciler(this.reconciler, w.activeCoupons, this.stats.reconcile, 2, log);
+      const p = this.periodicReconciler;
+      this.periodic.push(new Periodic('reconcile', config.reconcileIntervalMs, () => p.runOnce(), onError).start());
+    }
+  }
+
+  /** The pipeline's gauges for a metrics exporter (shape of src/observability/settlement-metrics.ts). Relay
+   * figures cover the shards this instance relays; the rest is refreshed every sweep interval. */
+  figures() {
+    let driftUnits = 0;
+    let inconsistent = 0;
+    for (const d of this.stats.reconcile.lastDrift.values()) {
+      driftUnits += Math.abs(d.ledgerDrift) + Math.abs(d.redisDrift);
+      if (d.consecutive > 0) inconsistent++;
+    }
+    return {
+      outboxBacklog: this.stats.relay.backlogTotal,
+      relayLagSeconds: this.stats.relay.lagMs / 1000,
+      settleLagSeconds: this.stats.settle.oldestUnsettledMs / 1000,
+      jetstreamPending: this.stats.settle.jetstreamPending,
+      reconcileDriftUnits: driftUnits,
+      reconcileInconsistent: inconsistent,
+      anomalies: this.stats.settle.anomalies,
+    };
+  }
+
+  /** Recently created/settled coupons plus the next page of all coupons (the walk wraps around). */
+  private async discover(): Promise<Coupon[]> {
+    const recent = await this.ledger.recentCoupons(Date.now() - DISCOVER_RECENT_MS, 1000);
+    const page = await this.ledger.couponPage(this.pageCursor, DISCOVER_PAGE);
+    this.pageCursor = page.length < DISCOVER_PAGE ? '' : page[page.length - 1]!.id;
+    return [...recent, ...page];
+  }
+
+  /** Stops the workers; each finishes the batch it is on (acks included) first. */
+  async stop(): Promise<void> {
+    await Promise.all([this.relay?.stop(), this.settler?.stop(), ...this.periodic.map((p) => p.stop())]);
+  }
+}

@@ -1,0 +1,259 @@
+// Settler: JetStream -> MySQL. A durable pull consumer with explicit acks; each fetched batch is grouped by
+// coupon and each coupon's part is applied in ONE transaction (ledger-store.ts). A message is acked only after
+// the transaction that settled it committed, so a crash at any point leaves it to be delivered again, and the
+// ledger's unique key turns that second delivery into a no-op.
+//
+// Deductions MySQL cannot cover are held (redelivered with a delay) while anything else of the coupon is still
+// in flight, then refused: an anomaly row, the units back to the Redis shard, and only then the ack.
+// Messages that cannot be settled at all (unparsable, unknown coupon) are redelivered a bounded number of
+// times with backoff and then recorded as anomalies, so they never block the stream.
+import type { Consumer, JsMsg } from 'nats';
+import type { Coupon, StockSignals } from '../domain/ports.js';
+import { shardRef } from '../domain/routing.js';
+import type { ShardReloader } from '../domain/shard-reloader.js';
+import type { Logger } from '../util/logger.js';
+import { decodeEvent, eventId, type SettlementEvent } from './event.js';
+import { ANOMALY, type LedgerStore } from './ledger-store.js';
+import type { RefundStore } from './refund-store.js';
+import type { Planned } from './settle-plan.js';
+import type { SettleStats } from './stats.js';
+
+export interface SettlerOptions {
+  /** Messages fetched and applied per batch. */
+  batch: number;
+  /** Deliveries of a poison message, and holds of an uncoverable deduction, before it becomes an anomaly. */
+  maxDeliver: number;
+  /** How long one fetch waits to fill a batch (the server's minimum is 1000 ms): at low traffic, the
+   * settlement lag. Default 1000 ms. */
+  fetchExpiresMs?: number;
+  /** Coupon transactions of one batch run at once. Default 8. */
+  concurrency?: number;
+}
+
+export interface SettlerDeps {
+  consumer: () => Promise<Consumer>;
+  ledger: LedgerStore;
+  refunds: RefundStore;
+  /** Puts back a shard that vanished before its refund could land. */
+  reloader?: ShardReloader | undefined;
+  signals: StockSignals;
+  /** Whether anything of the coupon besides `inHand` held messages is still on its way to MySQL. */
+  othersInFlight(coupon: Coupon, inHand: number): Promise<boolean>;
+  stats: SettleStats;
+  log?: Logger | undefined;
+}
+
+type Item = Planned<JsMsg>;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Redelivery delay after n deferrals: 250 ms doubling to 4 s. */
+const backoff = (n: number) => Math.min(250 * 2 ** Math.max(0, n - 1), 4000);
+
+export class Settler {
+  private running = false;
+  private loop: Promise<void> | undefined;
+  /** Times this instance held each event back (not deliveries: a database outage must not use them up). */
+  private readonly holds = new Map<string, number>();
+
+  constructor(
+    private readonly d: SettlerDeps,
+    private readonly options: SettlerOptions,
+  ) {}
+
+  start(): this {
+    this.running = true;
+    this.loop = this.run();
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    let consumer: Consumer | undefined;
+    let failures = 0;
+    while (this.running) {
+      try {
+        consumer ??= await this.d.consumer();
+        const msgs = await this.fetch(consumer);
+        const failed = msgs.length > 0 ? await this.handle(msgs) : 0;
+        failures = failed > 0 ? failures + 1 : 0;
+        if (failed > 0) await sleep(Math.min(5000, 250 * 2 ** failures));
+      } catch (err) {
+        consumer = undefined;
+        failures++;
+        this.d.log?.warn({ err: (err as Error)?.message }, 'settler: fetch failed');
+        await sleep(Math.min(5000, 250 * 2 ** failures));
+      }
+    }
+  }
+
+  private async fetch(consumer: Consumer): Promise<JsMsg[]> {
+    const expires = this.options.fetchExpiresMs ?? 1000;
+    const iter = await consumer.fetch({ max_messages: this.options.batch, expires });
+    // A fetch over a connection that went away may never end on its own.
+    const watchdog = setTimeout(() => iter.stop(), expires + 10_000);
+    const out: JsMsg[] = [];
+    try {
+      for await (const m of iter) out.push(m);
+    } finally {
+      clearTimeout(watchdog);
+    }
+    return out;
+  }
+
+  /** Settles one fetched batch; returns how many coupon groups failed (their messages were nak'ed). */
+  async handle(msgs: JsMsg[]): Promise<number> {
+    this.d.stats.batches++;
+    const groups = new Map<string, Item[]>();
+    for (const m of msgs) {
+      const event = decodeEvent(m.data);
+      if (!event) {
+        await this.poison(m, ANOMALY.unparsable, null).catch((err) => this.nakAfterError([m], err));
+        continue;
+      }
+      let g = groups.get(event.couponId);
+      if (!g) groups.set(event.couponId, (g = []));
+      g.push({ event, ref: m });
+    }
+    const queue = [...groups.entries()];
+    let failed = 0;
+    const worker = async () => {
+      for (let next = queue.shift(); next; next = queue.shift()) {
+        try {
+          await this.settleCoupon(next[0], next[1]);
+        } catch (err) {
+          failed++;
+          this.nakAfterError(next[1].map((i) => i.ref), err);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(queue.length, this.options.concurrency ?? 8) }, worker));
+    if (failed > 0) this.d.stats.failedBatches++;
+    return failed;
+  }
+
+  private nakAfterError(msgs: JsMsg[], err: unknown): void {
+    this.d.log?.warn({ err: (err as Error)?.message, messages: msgs.length }, 'settler: could not settle; messages will be delivered again');
+    for (const m of msgs) m.nak(1000);
+  }
+
+  private async settleCoupon(couponId: string, items: Item[]): Promise<void> {
+    const r = await this.d.ledger.applyBatch(couponId, items);
+    this.d.stats.optimisticRetries += r.retries;
+    if (!r.coupon) {
+      for (const i of items) await this.poison(i.ref, ANOMALY.unknownCoupon, i.event);
+      return;
+    }
+    const coupon = r.coupon;
+    const { plan } = r;
+    const held = plan.held;
+    const done = [...plan.apply, ...plan.duplicates, ...plan.ofRefused];
+    // When deductions are held, the acks must have reached the server before counting what is in flight.
+    await this.ack(done, held.length > 0);
+    this.account(plan.apply, plan.duplicates.length, plan.ofRefused.length);
+    for (const i of r.refused) await this.refundOrRetry(coupon, i);
+
+    for (const i of plan.waiting) this.defer(i);
+    if (held.length === 0) return;
+    const exhausted = held.some((i) => (this.holds.get(eventId(i.event)) ?? 0) + 1 >= this.options.maxDeliver);
+    if (!exhausted && (await this.d.othersInFlight(coupon, held.length + plan.waiting.length))) {
+      for (const i of held) this.defer(i);
+      return;
+    }
+    // Nothing else can make room (or they waited long enough): settle what fits now, refuse the rest.
+    const again = await this.d.ledger.applyBatch(couponId, held, true);
+    this.d.stats.optimisticRetries += again.retries;
+    await this.ack([...again.plan.apply, ...again.plan.duplicates, ...again.plan.ofRefused], false);
+    this.account(again.plan.apply, again.plan.duplicates.length, again.plan.ofRefused.length);
+    for (const i of again.refused) await this.refundOrRetry(again.coupon ?? coupon, i);
+  }
+
+  private account(applied: Item[], duplicates: number, ofRefused: number): void {
+    const s = this.d.stats;
+    s.applied += applied.length;
+    s.duplicates += duplicates;
+    s.anomalies += ofRefused;
+    let newest = 0;
+    for (const i of applied) newest = Math.max(newest, i.event.occurredAt);
+    if (newest > 0) s.lagMs = Math.max(0, Date.now() - newest);
+  }
+
+  private async ack(items: Item[], confirm: boolean): Promise<void> {
+    for (const i of items) this.holds.delete(eventId(i.event));
+    if (!confirm) {
+      for (const i of items) i.ref.ack();
+      return;
+    }
+    await Promise.all(items.map((i) => i.ref.ackAck({ timeout: 5000 }).catch(() => false)));
+  }
+
+  private defer(i: Item): void {
+    const id = eventId(i.event);
+    const n = (this.holds.get(id) ?? 0) + 1;
+    if (this.holds.size > 1_000_000) this.holds.clear();
+    this.holds.set(id, n);
+    this.d.stats.deferred++;
+    if (i.event.kind === 'C' && n % 20 === 0) {
+      this.d.log?.warn({ eventId: id, holds: n }, 'settler: a compensation is still waiting for its deduction to settle');
+    }
+    i.ref.nak(backoff(n));
+  }
+
+  private async refundOrRetry(coupon: Coupon, i: Item): Promise<void> {
+    try {
+      await this.refund(coupon, i);
+    } catch (err) {
+      // The anomaly row is committed; the next delivery finds it and finishes the refund.
+      this.d.log?.warn({ err: (err as Error)?.message, eventId: eventId(i.event) }, 'settler: refund failed; retried on redelivery');
+      i.ref.nak(1000);
+    }
+  }
+
+  /** Units of a refused deduction go back to the shard that served it; the ack follows the refund. */
+  private async refund(coupon: Coupon, i: Item): Promise<void> {
+    const e = i.event;
+    const id = eventId(e);
+    if (e.shard >= coupon.shardCount) {
+      await this.d.ledger.noteAnomaly(id, `shard ${e.shard} does not exist on coupon ${coupon.id}: units not returned`);
+    } else {
+      const shard = shardRef(coupon, e.shard);
+      const limitedUser = coupon.perUserLimit > 0 ? e.userId : undefined;
+      let r = await this.d.refunds.refund(shard, `A:${id}`, e.requestId, e.quantity, limitedUser);
+      if (r === 'missing' && this.d.reloader) {
+        // The reload counts this deduction as still in flight (it is not in the ledger), so the refund on top is exact.
+        await this.d.reloader.reload(coupon, e.shard);
+        r = await this.d.refunds.refund(shard, `A:${id}`, e.requestId, e.quantity, limitedUser);
+      }
+      if (r === 'missing') throw new Error(`shard ${e.shard} of coupon ${coupon.id} is missing; refund of ${id} retried later`);
+      if (r === 'refunded' || r === 'already') await this.d.ledger.markRefunded([id]);
+      else await this.d.ledger.noteAnomaly(id, `a Compensate had already given the ${e.quantity} units back in Redis; nothing refunded`);
+      if (r === 'refunded') {
+        this.d.stats.refundedUnits += e.quantity;
+        this.d.signals.stockReturned(coupon.id);
+      }
+    }
+    this.d.stats.refused++;
+    this.d.stats.anomalies++;
+    this.d.log?.warn({ couponId: coupon.id, eventId: id, quantity: e.quantity }, 'settlement refused a deduction: anomaly recorded, units returned to Redis');
+    this.holds.delete(id);
+    i.ref.ack();
+  }
+
+  private async poison(m: JsMsg, reason: string, event: SettlementEvent | null): Promise<void> {
+    const deliveries = m.info.deliveryCount;
+    if (deliveries < this.options.maxDeliver) {
+      m.nak(backoff(deliveries));
+      return;
+    }
+    const id = event ? eventId(event) : (m.headers?.get('Nats-Msg-Id') || `seq:${m.seq}`);
+    const detail = `${reason} after ${deliveries} deliveries; subject ${m.subject}; payload ${new TextDecoder().decode(m.data).slice(0, 2000)}`;
+    await this.d.ledger.recordPoison(id, reason, detail, event);
+    this.d.stats.poison++;
+    this.d.stats.anomalies++;
+    this.d.log?.warn({ eventId: id, reason, deliveries }, 'settler: poison message recorded as an anomaly');
+    m.ack();
+  }
+}
