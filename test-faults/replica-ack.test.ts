@@ -31,8 +31,8 @@ async function oneShardCoupon(stock: number) {
   await replicaApp.client.createCoupon({ couponId, totalStock: BigInt(stock), shardCount: 1 });
   const coupon = (await replicaApp.app.repo.find(couponId))!;
   const keys = replicaApp.app.store.keys(shardRef(coupon, 0));
-  const master = cluster.masterOfSlot(slotOf(keys.shard));
-  const replicas = cluster.replicasOf(master);
+  const master = await cluster.masterOfSlot(slotOf(keys.shard));
+  const replicas = await cluster.replicasOf(master);
   expect(replicas).toHaveLength(1);
   return { couponId, keys, master, replica: replicas[0]! };
 }

@@ -1,10 +1,24 @@
 // A private Redis Cluster (3 masters + 3 replicas) on its own ports and data dir, so fault tests can SIGKILL,
 // SIGSTOP and restart nodes without touching the shared stack on 7001-7006. Nodes are daemonized
 // redis-servers; every signal goes to the pid in that node's own pidfile.
+import { execFile } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createRedisCluster, portOpen, readPid, redisCli, startRedisNode, waitFor } from '../../deploy/local/stack.js';
+import { createRedisCluster, portOpen, readPid, startRedisNode, waitFor } from '../../deploy/local/stack.js';
+
+const run = promisify(execFile);
+
+/** redis-cli without blocking the event loop: the service under test runs in this process too. */
+export async function cli(port: number, ...args: string[]): Promise<string> {
+  try {
+    const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { timeout: 3000 });
+    return stdout.trim();
+  } catch {
+    return '';
+  }
+}
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 
@@ -45,10 +59,14 @@ export class OwnCluster {
   }
 
   /** The topology as one live node sees it. */
-  nodes(askPort?: number): NodeInfo[] {
-    const port = askPort ?? this.ports.find((p) => redisCli(p, 'ping') === 'PONG');
+  async nodes(askPort?: number): Promise<NodeInfo[]> {
+    let port = askPort;
+    for (const p of this.ports) {
+      if (port !== undefined) break;
+      if ((await cli(p, 'ping')) === 'PONG') port = p;
+    }
     if (port === undefined) throw new Error('no node of the own cluster answers');
-    return redisCli(port, 'cluster', 'nodes')
+    return (await cli(port, 'cluster', 'nodes'))
       .split('\n')
       .filter(Boolean)
       .map((line) => {
@@ -68,14 +86,14 @@ export class OwnCluster {
       });
   }
 
-  masterOfSlot(slot: number, askPort?: number): NodeInfo {
-    const m = this.nodes(askPort).find((n) => n.role === 'master' && !n.failed && n.slots.some(([a, b]) => slot >= a && slot <= b));
+  async masterOfSlot(slot: number, askPort?: number): Promise<NodeInfo> {
+    const m = (await this.nodes(askPort)).find((n) => n.role === 'master' && !n.failed && n.slots.some(([a, b]) => slot >= a && slot <= b));
     if (!m) throw new Error(`no live master owns slot ${slot}`);
     return m;
   }
 
-  replicasOf(master: NodeInfo, askPort?: number): NodeInfo[] {
-    return this.nodes(askPort).filter((n) => n.role === 'replica' && n.masterId === master.id && !n.failed);
+  async replicasOf(master: NodeInfo, askPort?: number): Promise<NodeInfo[]> {
+    return (await this.nodes(askPort)).filter((n) => n.role === 'replica' && n.masterId === master.id && !n.failed);
   }
 
   signal(port: number, sig: NodeJS.Signals): void {
@@ -94,9 +112,9 @@ export class OwnCluster {
     const ask = this.ports.find((p) => p !== deadPort)!;
     await waitFor(`a replica to take over slot ${slot} from ${deadPort}`, async () => {
       try {
-        const m = this.masterOfSlot(slot, ask);
+        const m = await this.masterOfSlot(slot, ask);
         if (m.port === deadPort) return false;
-        if (!redisCli(m.port, 'cluster', 'info').includes('cluster_state:ok')) return false;
+        if (!(await cli(m.port, 'cluster', 'info')).includes('cluster_state:ok')) return false;
         promoted = m;
         return true;
       } catch {
@@ -116,13 +134,14 @@ export class OwnCluster {
   /** Waits for 3 masters + 3 replicas, every replica's link up. */
   async waitHealthy(timeoutMs = 30_000): Promise<void> {
     await waitFor('own cluster healthy', async () => {
-      const nodes = this.nodes();
-      const live = nodes.filter((n) => !n.failed);
+      const live = (await this.nodes()).filter((n) => !n.failed);
       if (live.filter((n) => n.role === 'master').length !== 3 || live.filter((n) => n.role === 'replica').length !== 3) return false;
-      return this.ports.every((p) => {
-        const info = redisCli(p, 'info', 'replication');
-        return redisCli(p, 'cluster', 'info').includes('cluster_state:ok') && (info.includes('role:master') || info.includes('master_link_status:up'));
-      });
+      for (const p of this.ports) {
+        const info = await cli(p, 'info', 'replication');
+        if (!(await cli(p, 'cluster', 'info')).includes('cluster_state:ok')) return false;
+        if (!info.includes('role:master') && !info.includes('master_link_status:up')) return false;
+      }
+      return true;
     }, timeoutMs);
   }
 
