@@ -1,0 +1,63 @@
+// Failures the CLI reports as one line on stderr, each with an exit code scripts can branch on:
+//   0 done · 1 unexpected failure · 2 usage error · 3 the service answered "no" (sold out, insufficient,
+//   user limit, not deducted, reconcile found drift) · 10 + N a gRPC error with status code N
+//   (13 DEADLINE_EXCEEDED, 15 NOT_FOUND, 16 ALREADY_EXISTS, 19 FAILED_PRECONDITION, 22 UNIMPLEMENTED,
+//   24 UNAVAILABLE, ...).
+import { GrpcCode } from '../transport/status.js';
+
+/** Status code -> name (UNAVAILABLE ...), without loading grpc-js. */
+export const STATUS_NAMES: Record<number, string> = Object.fromEntries(Object.entries(GrpcCode).map(([k, v]) => [v, k]));
+
+export const EXIT = { ok: 0, failure: 1, usage: 2, refused: 3, grpcBase: 10 } as const;
+
+export class CliError extends Error {
+  override name = 'CliError';
+  constructor(
+    message: string,
+    readonly exitCode: number = EXIT.failure,
+    /** The gRPC status name, for --json error objects. */
+    readonly code?: string,
+  ) {
+    super(message);
+  }
+}
+
+export class UsageError extends CliError {
+  override name = 'UsageError';
+  constructor(message: string) {
+    super(message, EXIT.usage, 'USAGE');
+  }
+}
+
+export function grpcCodeOf(err: unknown): number | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'number' && code in STATUS_NAMES ? code : undefined;
+}
+
+/** Turns a gRPC failure into one line saying what happened and what to do about it. */
+export function fromGrpcError(err: unknown, ctx: { addr: string; method: string; deadlineMs?: number }): CliError {
+  const code = grpcCodeOf(err);
+  if (code === undefined) return new CliError(`${ctx.method} failed: ${(err as Error)?.message ?? String(err)}`);
+  const name = STATUS_NAMES[code]!;
+  // grpc-js connection failures read "No connection established. Last error: Error: connect ECONNREFUSED …
+  // Resolution note: …": keep the cause.
+  const raw = String((err as { details?: unknown }).details ?? '').trim();
+  const details = (/Last error: (?:Error: )?(.*?)(?:\.?\s*Resolution note:.*)?$/s.exec(raw)?.[1] ?? raw).trim() || name.toLowerCase();
+  const exit = EXIT.grpcBase + code;
+  const say = (msg: string) => new CliError(`${name}: ${msg}`, exit, name);
+  switch (code) {
+    case GrpcCode.UNAVAILABLE:
+      if (/no connection established|ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|getaddrinfo|name resolution/i.test(raw)) {
+        return say(`cannot reach shardstock at ${ctx.addr} (${details}); is it running? set --addr or SHARDSTOCK_GRPC_ADDR`);
+      }
+      return say(`${details} — the service or a store behind it is unavailable; retry (same request id is safe)`);
+    case GrpcCode.DEADLINE_EXCEEDED:
+      return say(`${ctx.method} got no answer within ${ctx.deadlineMs ?? '?'} ms (${details}); retry with the same request id, or raise --deadline`);
+    case GrpcCode.UNIMPLEMENTED:
+      return say(`${details} — this server does not implement ${ctx.method} yet`);
+    case GrpcCode.ABORTED:
+      return say(`${details}`);
+    default:
+      return say(details);
+  }
+}

@@ -1,0 +1,98 @@
+// Every command's summary and usage text, in one light module: `--help` and the top-level help load no gRPC or
+// protobuf code (which takes a second or more to import on a busy machine).
+import { COMMON_HELP } from './options.js';
+
+export const SERVE_SUMMARY = 'run a service instance in the foreground';
+export const SERVE_HELP = `Usage:
+  shardstock serve [--env-file FILE]
+
+Runs one shardstock instance in the foreground, configured from SHARDSTOCK_* environment variables
+(reference: npm run docs:config, or docs/operations.md). --env-file loads KEY=value lines first
+(variables already set in the environment win). SIGTERM / Ctrl-C drains in-flight calls for up to
+SHARDSTOCK_SHUTDOWN_GRACE_MS, then exits; a second Ctrl-C exits at once.
+Exit 2 on a configuration error, 1 when a dependency cannot be reached at start.`;
+
+export const STACK_SUMMARY = 'start, stop or inspect the local Redis/NATS/MariaDB stack';
+export const STACK_HELP = `Usage:
+  shardstock stack up | down | status
+
+The local development stack on loopback: Redis Cluster 127.0.0.1:7001-7006 (3 masters + 3 replicas),
+NATS JetStream on 4222, MariaDB on 3306 (deploy/local/stack.ts). up starts what is missing and reuses what
+answers (installing the Debian packages when run as root); down stops only what it started; status says
+what answers. Data lives in .data/. For production see deploy/ and docs/operations.md.
+
+${COMMON_HELP}`;
+
+export const COUPON_SUMMARY = 'create a coupon, read its stock level, restock it';
+export const COUPON_HELP = `Usage:
+  shardstock coupon create <coupon-id> --stock N [--shards S] [--per-user-limit L]
+  shardstock coupon get <coupon-id> [--shards]
+  shardstock coupon restock <coupon-id> --quantity N [--request-id ID]
+
+create   defines a coupon and preheats its shards; repeating the same definition is a no-op,
+         a different one fails with ALREADY_EXISTS. --shards 0 (default) = the server's default.
+get      the current level: Redis shards, MySQL settled remaining, what is still settling.
+         --shards adds one row per shard.
+restock  adds N units. Idempotent by request id: a random one is made and printed when not given;
+         re-run with --request-id <that id> after a timeout to retry without adding twice.
+
+${COMMON_HELP}`;
+
+export const DEDUCT_SUMMARY = 'take units for a request (or run N of them with --count)';
+export const DEDUCT_HELP = `Usage:
+  shardstock deduct <coupon-id> [--quantity Q] [--user U] [--request-id ID]
+  shardstock deduct <coupon-id> --count N [--concurrency C] [--quantity Q] [--user U | --users K] [--prefix P]
+
+One deduction: prints the outcome; exit 0 when units were deducted, 3 when the service said no (sold out,
+insufficient, user limit). A request id is made up and printed when not given: re-run with
+--request-id <it> to retry safely (a replay returns the original outcome).
+
+Load mode (--count): N deductions, at most C in flight (default 32), request ids <prefix>-<i>. Users: --user
+for all, --users K for K distinct users (user-<i mod K>), else one user per request. Shows a progress bar on
+a terminal, then outcome counts, errors by gRPC status, rate and latency percentiles. Ctrl-C stops early and
+still prints what was done. Exit 0 when every call was answered, 1 when some failed.
+
+${COMMON_HELP}`;
+
+export const COMPENSATE_SUMMARY = 'give back the units of one earlier deduction';
+export const COMPENSATE_HELP = `Usage:
+  shardstock compensate <coupon-id> <request-id> [--reason TEXT]
+
+Gives back the units deducted by <request-id>, once: repeating it answers already_compensated.
+Exit 0 for compensated / already_compensated, 3 when that request never deducted (not_deducted).
+
+${COMMON_HELP}`;
+
+export const WATCH_SUMMARY = 'live view of a coupon\'s stock level';
+export const WATCH_HELP = `Usage:
+  shardstock watch <coupon-id> [--interval MS] [--count N] [--no-fallback]
+
+Shows the coupon's level and redraws it whenever it changes (WatchStock; at most one update per
+--interval ms, default: the server's). On a terminal the view updates in place, with per-shard bars;
+piped, it prints one line per update; --json prints one JSON level per line.
+--count N stops after N updates. Ctrl-C stops.
+If the server does not implement WatchStock, GetStock is polled every --interval ms (at least 200)
+instead; --no-fallback makes that an error (exit 22) instead.
+
+${COMMON_HELP}`;
+
+export const RECONCILE_SUMMARY = 'compare Redis, in-flight events and MySQL for a coupon';
+export const RECONCILE_HELP = `Usage:
+  shardstock reconcile <coupon-id>
+
+Compares the Redis shards, the events still on their way (Redis outbox + JetStream) and MySQL (the coupon
+row and the ledger) for one coupon, and prints each figure with the two drifts:
+  ledger drift  settled_remaining - (total + restocked - ledger_deducted + ledger_compensated)
+  redis drift   redis_available - (settled_remaining - in_flight_net)
+Exit 0 when consistent, 3 when not (see docs/operations.md, "Drift").
+
+${COMMON_HELP}`;
+
+export const BENCH_SUMMARY = 'run the benchmark (arguments passed through)';
+export const BENCH_HELP = `Usage:
+  shardstock bench [benchmark arguments...]
+
+Runs the benchmark (bench/run.ts, the same as  npm run bench -- ARGS) on this Node with tsx, from a
+development checkout; every argument after "bench" is passed through unchanged, so
+  shardstock bench --help
+shows the benchmark's own options. The exit code is the benchmark's.`;

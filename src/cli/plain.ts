@@ -1,0 +1,79 @@
+// Proto responses as plain JSON-friendly objects for --json: numbers instead of int64 strings/bigints,
+// lowercase outcome names, ISO timestamps. These shapes are the CLI's scripting contract.
+import { timestampDate, type Timestamp } from '@bufbuild/protobuf/wkt';
+import {
+  CompensateOutcome,
+  DeductOutcome,
+  type Coupon,
+  type ReconcileResponse,
+  type StockLevel,
+} from '../gen/inventory/v1/inventory_pb.js';
+
+const n = (v: bigint | number) => Number(v);
+const iso = (t: Timestamp | undefined) => (t ? timestampDate(t).toISOString() : null);
+
+export function plainCoupon(c: Coupon | undefined) {
+  return {
+    couponId: c?.couponId ?? '',
+    totalStock: n(c?.totalStock ?? 0n),
+    shardCount: c?.shardCount ?? 0,
+    perUserLimit: c?.perUserLimit ?? 0,
+    createdAt: iso(c?.createdAt),
+  };
+}
+
+export type PlainLevel = ReturnType<typeof plainLevel>;
+
+export function plainLevel(l: StockLevel | undefined) {
+  return {
+    couponId: l?.couponId ?? '',
+    totalStock: n(l?.totalStock ?? 0n),
+    available: n(l?.available ?? 0n),
+    deducted: n(l?.deducted ?? 0n),
+    settledRemaining: n(l?.settledRemaining ?? 0n),
+    pendingSettlement: n(l?.pendingSettlement ?? 0n),
+    soldOut: l?.soldOut ?? false,
+    shards: (l?.shards ?? []).map((s) => ({ index: s.index, available: n(s.available), inTransit: n(s.inTransit) })),
+    observedAt: iso(l?.observedAt),
+  };
+}
+
+const DEDUCT_NAMES: Record<DeductOutcome, string> = {
+  [DeductOutcome.UNSPECIFIED]: 'unspecified',
+  [DeductOutcome.DEDUCTED]: 'deducted',
+  [DeductOutcome.SOLD_OUT]: 'sold_out',
+  [DeductOutcome.INSUFFICIENT]: 'insufficient',
+  [DeductOutcome.USER_LIMIT_EXCEEDED]: 'user_limit_exceeded',
+};
+
+const COMPENSATE_NAMES: Record<CompensateOutcome, string> = {
+  [CompensateOutcome.UNSPECIFIED]: 'unspecified',
+  [CompensateOutcome.COMPENSATED]: 'compensated',
+  [CompensateOutcome.ALREADY_COMPENSATED]: 'already_compensated',
+  [CompensateOutcome.NOT_DEDUCTED]: 'not_deducted',
+};
+
+export const deductOutcomeName = (o: DeductOutcome) => DEDUCT_NAMES[o] ?? `unknown(${o})`;
+export const compensateOutcomeName = (o: CompensateOutcome) => COMPENSATE_NAMES[o] ?? `unknown(${o})`;
+
+export function plainReconcile(r: ReconcileResponse) {
+  return {
+    couponId: r.couponId,
+    consistent: r.consistent,
+    totalStock: n(r.totalStock),
+    ledgerDeducted: n(r.ledgerDeducted),
+    ledgerCompensated: n(r.ledgerCompensated),
+    ledgerRestocked: n(r.ledgerRestocked),
+    settledRemaining: n(r.settledRemaining),
+    redisAvailable: n(r.redisAvailable),
+    redisNetDeducted: n(r.redisNetDeducted),
+    inFlightNet: n(r.inFlightNet),
+    outboxEvents: n(r.outboxEvents),
+    jetstreamPending: n(r.jetstreamPending),
+    anomalyUnits: n(r.anomalyUnits),
+    anomalies: n(r.anomalies),
+    ledgerDrift: n(r.ledgerDrift),
+    redisDrift: n(r.redisDrift),
+    checkedAt: iso(r.checkedAt),
+  };
+}

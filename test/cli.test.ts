@@ -1,0 +1,216 @@
+// The operator CLI as operators run it: bin/shardstock.mjs in a child process, against a real in-process
+// instance (real Redis Cluster, NATS JetStream, MariaDB). Calls are asynchronous child processes: a
+// synchronous spawn would block this process's event loop, and with it the server under test.
+import { execFile, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { createInterface } from 'node:readline';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+
+const LAUNCHER = new URL('../bin/shardstock.mjs', import.meta.url).pathname;
+
+let t: TestApp;
+beforeAll(async () => {
+  // relay + settle so Reconcile sees deductions reach MySQL.
+  t = await startTestApp({ SHARDSTOCK_WORKERS: 'relay,settle' });
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [LAUNCHER, ...args], { env: { ...process.env, SHARDSTOCK_GRPC_ADDR: t.grpcAddr, ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** The one JSON object a --json command printed. */
+function json(r: Run): Record<string, any> {
+  const lines = r.stdout.trim().split('\n');
+  expect(lines, `stdout: ${r.stdout}\nstderr: ${r.stderr}`).toHaveLength(1);
+  return JSON.parse(lines[0]!);
+}
+
+describe('shardstock coupon / deduct / compensate', () => {
+  it('when a coupon is created, deducted from, compensated and restocked, then every --json answer counts exactly', async () => {
+    const id = uniqueId('cli');
+    const created = await cli(['coupon', 'create', id, '--stock', '100', '--shards', '4', '--json']);
+    expect(created.code).toBe(0);
+    expect(json(created)).toMatchObject({ created: true, coupon: { couponId: id, totalStock: 100, shardCount: 4, perUserLimit: 0 } });
+
+    const d = await cli(['deduct', id, '--quantity', '3', '--request-id', 'r-1', '--json']);
+    expect(d.code).toBe(0);
+    expect(json(d)).toMatchObject({ couponId: id, requestId: 'r-1', outcome: 'deducted', replayed: false });
+
+    const level = json(await cli(['coupon', 'get', id, '--shards', '--json']));
+    expect(level).toMatchObject({ couponId: id, totalStock: 100, available: 97, deducted: 3, soldOut: false });
+    expect(level.shards).toHaveLength(4);
+    expect(level.shards.reduce((s: number, x: { available: number }) => s + x.available, 0)).toBe(97);
+
+    const comp = await cli(['compensate', id, 'r-1', '--reason', 'order cancelled', '--json']);
+    expect(comp.code).toBe(0);
+    expect(json(comp)).toMatchObject({ outcome: 'compensated' });
+
+    const restock = await cli(['coupon', 'restock', id, '--quantity', '10', '--request-id', 'rs-1', '--json']);
+    expect(restock.code).toBe(0);
+    expect(json(restock)).toMatchObject({ requestId: 'rs-1', replayed: false, level: { totalStock: 110, available: 110, deducted: 0 } });
+
+    // The service's own view agrees with what the CLI printed.
+    const server = (await t.client.getStock({ couponId: id })).level!;
+    expect(server.available).toBe(110n);
+    expect(server.totalStock).toBe(110n);
+  });
+
+  it('when output is for humans, then it is a table with one row per shard and the outcome spelled out', async () => {
+    const id = uniqueId('cli');
+    await t.client.createCoupon({ couponId: id, totalStock: 40n, shardCount: 4 });
+    const [get, d] = await Promise.all([cli(['coupon', 'get', id, '--shards']), cli(['deduct', id, '--request-id', 'h-1'])]);
+    expect(get.code).toBe(0);
+    expect(get.stdout).toMatch(/^total stock\s+40$/m);
+    expect(get.stdout).toMatch(/^shard\s+available\s+in transit/m);
+    expect(get.stdout.split('\n').filter((l) => /^\s+[0-3]\s+(9|10)\s+0\s/.test(l))).toHaveLength(4);
+    expect(d.code).toBe(0);
+    expect(d.stdout).toMatch(/^DEDUCTED$/m);
+    expect(d.stdout).toMatch(/^request id\s+h-1$/m);
+  });
+
+  it('when the service says no, then the exit code is 3 (sold out, not deducted)', async () => {
+    const id = uniqueId('cli');
+    await t.client.createCoupon({ couponId: id, totalStock: 1n, shardCount: 1 });
+    await t.client.deduct({ couponId: id, requestId: 'a', quantity: 1n });
+    const [soldOut, notDeducted] = await Promise.all([cli(['deduct', id, '--request-id', 'b', '--json']), cli(['compensate', id, 'never-made', '--json'])]);
+    expect(soldOut.code).toBe(3);
+    expect(json(soldOut)).toMatchObject({ outcome: 'sold_out' });
+    expect(notDeducted.code).toBe(3);
+    expect(json(notDeducted)).toMatchObject({ outcome: 'not_deducted' });
+  });
+
+  it('when a load run deducts past the stock, then exactly the stock is deducted and the rest is sold out', async () => {
+    const id = uniqueId('cli');
+    await t.client.createCoupon({ couponId: id, totalStock: 50n, shardCount: 4 });
+    const r = await cli(['deduct', id, '--count', '80', '--concurrency', '8', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const summary = json(r);
+    expect(summary).toMatchObject({ couponId: id, count: 80, completed: 80, concurrency: 8, errors: {} });
+    expect(summary.outcomes).toEqual({ deducted: 50, sold_out: 30 });
+    expect(summary.latencyMs.p50).toBeGreaterThan(0);
+    const level = (await t.client.getStock({ couponId: id })).level!;
+    expect(level).toMatchObject({ available: 0n, deducted: 50n, soldOut: true });
+  });
+});
+
+describe('shardstock errors and help', () => {
+  it('when the service refuses a call, then the exit code is 10 + the gRPC code and stderr is one line', async () => {
+    const id = uniqueId('cli');
+    await t.client.createCoupon({ couponId: id, totalStock: 5n, shardCount: 1 });
+    const [conflict, missing, invalid] = await Promise.all([
+      cli(['coupon', 'create', id, '--stock', '6', '--shards', '1']),
+      cli(['coupon', 'get', uniqueId('nope'), '--json']),
+      cli(['deduct', 'bad id with spaces']),
+    ]);
+    expect(conflict.code).toBe(16);
+    expect(conflict.stderr.trim().split('\n')).toHaveLength(1);
+    expect(conflict.stderr).toContain('ALREADY_EXISTS');
+    expect(conflict.stderr).toContain('total_stock=5');
+
+    expect(missing.code).toBe(15);
+    expect(missing.stderr).toMatch(/NOT_FOUND: coupon .* does not exist/);
+    expect(json(missing)).toMatchObject({ error: { code: 'NOT_FOUND', exitCode: 15 } });
+
+    expect(invalid.code).toBe(13);
+    expect(invalid.stderr).toContain('INVALID_ARGUMENT');
+  });
+
+  it('when nothing listens at the address, then exit 24 and the message names the address', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const s = createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+    const r = await cli(['coupon', 'get', 'x', '--addr', `127.0.0.1:${port}`, '--deadline', '3000']);
+    expect(r.code).toBe(24);
+    expect(r.stderr).toContain(`cannot reach shardstock at 127.0.0.1:${port}`);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('when arguments are wrong, then exit 2 with a pointer to --help', async () => {
+    const [noCoupon, noStock, unknownOpt, unknownCmd] = await Promise.all([
+      cli(['deduct']),
+      cli(['coupon', 'create', 'x']),
+      cli(['coupon', 'get', 'x', '--bogus']),
+      cli(['frobnicate']),
+    ]);
+    for (const r of [noCoupon, noStock, unknownOpt, unknownCmd]) {
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain('--help');
+    }
+    expect(noStock.stderr).toContain('--stock is required');
+  });
+
+  it('when --help is given to any command, then its usage is printed and the exit code is 0', async () => {
+    const cmds = ['serve', 'stack', 'coupon', 'deduct', 'compensate', 'watch', 'reconcile'];
+    const runs = await Promise.all([cli(['--help']), ...cmds.map((c) => cli([c, '--help'])), cli(['help', 'bench'])]);
+    for (const r of runs) expect(r.code).toBe(0);
+    for (const c of cmds) expect(runs[0]!.stdout).toContain(`  ${c} `);
+    cmds.forEach((c, i) => expect(runs[i + 1]!.stdout).toContain(`shardstock ${c}`));
+    expect(runs.at(-1)!.stdout).toContain('shardstock bench');
+  });
+});
+
+describe('shardstock watch / reconcile', () => {
+  it('when a coupon is watched and another client deducts, then the next line shows the new level', async () => {
+    const id = uniqueId('cli');
+    await t.client.createCoupon({ couponId: id, totalStock: 20n, shardCount: 2 });
+    const child = spawn(process.execPath, [LAUNCHER, 'watch', id, '--json', '--count', '2'], {
+      env: { ...process.env, SHARDSTOCK_GRPC_ADDR: t.grpcAddr },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (b) => (stderr += b));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+    const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+    try {
+      const first = JSON.parse((await lines.next()).value as string);
+      expect(first).toMatchObject({ couponId: id, available: 20, deducted: 0 });
+      await t.client.deduct({ couponId: id, requestId: 'w-1', quantity: 5n });
+      const second = JSON.parse((await lines.next()).value as string);
+      expect(second).toMatchObject({ couponId: id, available: 15, deducted: 5 });
+      expect(await exited, stderr).toBe(0);
+    } finally {
+      child.kill();
+    }
+  });
+
+  it('when deductions have settled, then reconcile reports the ledger and exits 0 as consistent', async () => {
+    const id = uniqueId('cli');
+    await t.client.createCoupon({ couponId: id, totalStock: 30n, shardCount: 3 });
+    for (let i = 0; i < 7; i++) await t.client.deduct({ couponId: id, requestId: `rc-${i}`, quantity: 1n });
+    await t.client.compensate({ couponId: id, requestId: 'rc-0', reason: 'test' });
+
+    // Settlement is asynchronous: wait (through the client) until MySQL has both events, then ask the CLI.
+    const deadline = Date.now() + 45_000;
+    while (Date.now() < deadline) {
+      const rec = await t.client.reconcile({ couponId: id });
+      if (rec.ledgerDeducted === 7n && rec.ledgerCompensated === 1n && rec.consistent) break;
+      await new Promise((res) => setTimeout(res, 300));
+    }
+    const [r, human] = await Promise.all([cli(['reconcile', id, '--json']), cli(['reconcile', id])]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(json(r)).toMatchObject({
+      couponId: id, consistent: true, totalStock: 30, ledgerDeducted: 7, ledgerCompensated: 1, settledRemaining: 24, redisAvailable: 24, ledgerDrift: 0, redisDrift: 0,
+    });
+    expect(human.code).toBe(0);
+    expect(human.stdout).toContain(`${id}: CONSISTENT`);
+    expect(human.stdout).toMatch(/mysql\s+ledger deducted\s+7/);
+  });
+});
