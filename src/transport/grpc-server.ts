@@ -154,6 +154,9 @@ function serverDefinition(service: DescService): grpc.ServiceDefinition {
   return def;
 }
 
+/** grpc.health.v1 service name for liveness probes (Kubernetes `grpc.service: liveness`). */
+export const LIVENESS_SERVICE = 'liveness';
+
 export interface GrpcServer {
   server: grpc.Server;
   health: HealthImplementation;
@@ -170,7 +173,9 @@ export async function startGrpcServer(addr: string, handlers: InventoryHandlers,
   for (const m of InventoryService.methods) impl[m.localName] = methodHandler(m, handlers, options);
   server.addService(serverDefinition(InventoryService), impl);
 
-  const health = new HealthImplementation({ '': 'NOT_SERVING', [InventoryService.typeName]: 'NOT_SERVING' });
+  // '' and the service name follow readiness (app.ts); LIVENESS_SERVICE is SERVING for as long as the process
+  // answers, so a liveness probe never restarts a pod only because Redis, NATS or MySQL is away.
+  const health = new HealthImplementation({ '': 'NOT_SERVING', [InventoryService.typeName]: 'NOT_SERVING', [LIVENESS_SERVICE]: 'SERVING' });
   health.addToServer(server);
   new ReflectionService(reflectionRoot() as never).addToServer(server);
 
