@@ -1,13 +1,18 @@
 // Structured JSON logs (pino). One root logger per process, built from config and passed down.
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
-export function createLogger(level: string, base: Record<string, unknown> = {}): Logger {
-  return pino({
+/** Fields that may hold a secret wherever they appear one level down (a config, headers, a connection). */
+const SECRET_FIELDS = ['password', 'authorization', 'token', 'mysqlUrl', 'redisPassword', 'authTokens', 'url'];
+
+/** `destination`: where lines go (stdout by default; tests pass a capture stream). */
+export function createLogger(level: string, base: Record<string, unknown> = {}, destination?: DestinationStream): Logger {
+  const options = {
     level,
     base: { service: 'shardstock', pid: process.pid, ...base },
-    redact: { paths: ['password', '*.password', 'authorization', '*.authorization', 'token', '*.token'], censor: '[redacted]' },
+    redact: { paths: SECRET_FIELDS.flatMap((f) => [f, `*.${f}`]), censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
