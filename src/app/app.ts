@@ -30,6 +30,7 @@ import { Settlement } from '../settlement/settlement.js';
 import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
 import { listRecentCoupons } from '../db/coupon-list.js';
 import { registerAppMetrics } from '../observability/app-metrics.js';
+import { attachSettlementMetrics } from '../observability/settlement-metrics.js';
 import { instrumentHandlers } from '../observability/instrument-handlers.js';
 import { Metrics } from '../observability/metrics.js';
 import { metricsRoute } from '../observability/metrics-route.js';
@@ -135,6 +136,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     deductStats: deduct.stats, readiness: () => readiness.current(), watch,
     natsLevelSubscriptions: () => levels.subscriptions, announcements: () => changes.announced, lowStockEvents: () => lowStock.events,
   });
+  attachSettlementMetrics(metrics, () => settlement.figures());
   const plain: PlainRoute[] = [
     metricsRoute(metrics),
     uiRoutes({ listCoupons: (limit) => listRecentCoupons(orm, limit) }),
