@@ -1,0 +1,64 @@
+// Which servers a benchmark invocation starts, and with what environment.
+import type { BenchContext } from './context.js';
+import type { AckLevel, DesignName, Scenario } from './options.js';
+import { startServer, type ServerHandle } from './servers.js';
+
+export interface DesignRun {
+  label: string;
+  design: DesignName;
+  ackLevel?: AckLevel | undefined;
+  /** MySQL-only and lock: capped stock so a full run stays within minutes. */
+  slow: boolean;
+  scenarios: Scenario[];
+  /** Redis key prefix / SHARDSTOCK_NAMESPACE of this server (cleaned up afterwards). */
+  namespace: string;
+}
+
+const LOAD_SCENARIOS: Scenario[] = ['flash-sale', 'many-coupons', 'sold-out-storm'];
+
+export function designRuns(ctx: Pick<BenchContext, 'opts' | 'runId'>): DesignRun[] {
+  const { opts, runId } = ctx;
+  const wanted = LOAD_SCENARIOS.filter((s) => opts.scenarios.includes(s));
+  const runs: DesignRun[] = [];
+  if (wanted.length === 0) return runs;
+  for (const design of opts.designs) {
+    if (design !== 'shardstock') {
+      runs.push({ label: design, design, slow: design === 'mysql' || design === 'lock', scenarios: wanted, namespace: `${runId}-${design}` });
+      continue;
+    }
+    // The first ack level runs every scenario; further levels only the flash sale (issue #7 compares them).
+    opts.ackLevels.forEach((ack, i) => {
+      const scenarios = i === 0 ? wanted : wanted.filter((s) => s === 'flash-sale');
+      if (scenarios.length === 0) return;
+      runs.push({ label: ack === 'replica' ? 'shardstock' : `shardstock-${ack}`, design, ackLevel: ack, slow: false, scenarios, namespace: `${runId}s${ack[0]}` });
+    });
+  }
+  return runs;
+}
+
+export function serviceEnv(ctx: Pick<BenchContext, 'opts' | 'runId'>, namespace: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    SHARDSTOCK_GRPC_ADDR: '127.0.0.1:0',
+    SHARDSTOCK_HTTP_ADDR: '127.0.0.1:0',
+    SHARDSTOCK_MYSQL_URL: ctx.opts.mysqlUrl,
+    SHARDSTOCK_NAMESPACE: namespace,
+    SHARDSTOCK_WORKERS: 'none',
+    SHARDSTOCK_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+    // Request records of a benchmark need not outlive it (the keys are deleted afterwards anyway).
+    SHARDSTOCK_IDEMPOTENCY_WINDOW_S: '3600',
+    SHARDSTOCK_INSTANCE_ID: `bench-${namespace}`,
+    ...extra,
+  };
+}
+
+export async function startDesign(ctx: BenchContext, d: DesignRun): Promise<ServerHandle> {
+  if (d.design === 'shardstock') {
+    const execArgv = ctx.opts.profile ? ['--cpu-prof', '--cpu-prof-dir', `${ctx.opts.out}/profiles`, '--cpu-prof-name', `${d.label}-${Date.now()}.cpuprofile`] : [];
+    return startServer(d.label, d.design, serviceEnv(ctx, d.namespace, { SHARDSTOCK_ACK_LEVEL: d.ackLevel ?? 'replica' }), execArgv);
+  }
+  return startServer(d.label, d.design, {
+    SHARDSTOCK_MYSQL_URL: ctx.opts.mysqlUrl,
+    SHARDSTOCK_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+    BENCH_NAMESPACE: d.namespace,
+  });
+}

@@ -1,0 +1,184 @@
+// Command-line options of `npm run bench`: parsed once into a typed, validated plan; --help prints them all.
+import { parseArgs } from 'node:util';
+
+export const SCENARIOS = ['flash-sale', 'many-coupons', 'sold-out-storm', 'settlement'] as const;
+export type Scenario = (typeof SCENARIOS)[number];
+
+export const DESIGNS = ['shardstock', 'noop', 'single-key', 'lock', 'mysql'] as const;
+export type DesignName = (typeof DESIGNS)[number];
+
+export type AckLevel = 'replica' | 'leader';
+
+export interface BenchOptions {
+  quick: boolean;
+  scenarios: Scenario[];
+  designs: DesignName[];
+  /** In-flight requests per flash-sale run (the sweep). Other scenarios use `stormConcurrency`. */
+  concurrency: number[];
+  /** Units of the hot coupon for shardstock, no-op and single-key. */
+  stock: number;
+  /** Units for the slow designs (MySQL-only, lock), so a full run stays within minutes. */
+  slowStock: number;
+  shards: number;
+  /** Longest a single run may last, seconds; a flash sale that has not sold out by then stops and says so. */
+  maxRunS: number;
+  coupons: number;
+  couponStock: number;
+  /** Length of the many-coupons and sold-out-storm runs, seconds. */
+  durationS: number;
+  /** In-flight requests for the many-coupons, sold-out-storm and settlement runs. */
+  stormConcurrency: number;
+  settleEvents: number;
+  ackLevels: AckLevel[];
+  loadWorkers: number;
+  connections: number;
+  client: 'http2' | 'grpc-js';
+  out: string;
+  docs: boolean;
+  profile: boolean;
+  mysqlUrl: string;
+  progress: boolean;
+}
+
+export const HELP = `npm run bench -- [options]
+
+Runs the shardstock service and four baselines (no-op, single Redis key + Lua, Redis lock, MySQL-only) on the
+same grpc-js server stack and the local stack (Redis Cluster 7001-7006, NATS 4222, MariaDB 3306; brought up
+when missing), then prints a table and writes JSON, Markdown and an SVG chart. Every run checks that no
+design sold more units than it had (oversold must be 0).
+
+Scenarios (--scenarios, comma-separated; default all):
+  flash-sale      one hot coupon, ${'--shards'} shards, distinct users, quantity 1, a sweep of --concurrency;
+                  each run goes until the coupon is sold out (or --max-run seconds)
+  many-coupons    --coupons coupons, traffic spread round-robin over them, --duration seconds
+  sold-out-storm  the coupon is exhausted first; then --duration seconds of traffic that must all be refused
+  settlement      events/s through the real relay + settle pipeline into MySQL (batched vs one event per
+                  transaction), and the lag deduct -> settled (p50/p99) during a flash sale
+
+Designs (--designs, comma-separated; default all):
+  shardstock  the service (src/app/app.ts startApp) in its own process, SHARDSTOCK_WORKERS=none
+  noop        same gRPC server, Deduct answered from an in-memory counter: the ceiling of the RPC layer
+  single-key  one Redis key per coupon, one check-and-decrement Lua script (bench/lua/)
+  lock        SET lock NX PX, GET, check, DECRBY, owner-checked release (Redisson style)
+  mysql       UPDATE ... SET remaining = remaining - ? WHERE id = ? AND remaining >= ? + ledger INSERT,
+              one transaction per request
+
+Options:
+  --quick                 small sizes, finishes within about 60 s
+  --scenarios LIST        see above
+  --designs LIST          see above
+  --concurrency LIST      flash-sale sweep of in-flight requests (default 64,256,1024; quick 256)
+  --stock N               hot-coupon units for shardstock / noop / single-key (default 200000; quick 5000)
+  --slow-stock N          hot-coupon units for mysql / lock (default 20000; quick 1000)
+  --shards N              shards of the hot coupon (default 16)
+  --max-run S             longest single run in seconds (default 60; quick 5)
+  --coupons N             coupons in many-coupons (default 10000; quick 200)
+  --coupon-stock N        units per coupon in many-coupons (default 100)
+  --duration S            seconds of many-coupons and sold-out-storm (default 15; quick 1.5)
+  --storm-concurrency N   in-flight requests for many-coupons / sold-out-storm / settlement (default 256)
+  --settle-events N       events in the settlement backlog runs (default 100000; quick 2000)
+  --ack-level LIST        replica, leader or both (default replica,leader): shardstock flash sale per level
+  --load-workers N        load-generator processes (default 1)
+  --connections N         HTTP/2 connections per load-generator process (default 4)
+  --client KIND           http2 (raw HTTP/2 gRPC framing, default) or grpc-js (makeUnaryRequest)
+  --out DIR               where report.json / report.md / chart.svg go (default bench/out)
+  --docs | --no-docs      also write docs/benchmark.md and docs/benchmark.svg (default: on for full runs)
+  --profile               run the shardstock process with --cpu-prof (profiles in <out>/profiles)
+  --mysql-url URL         database for the service and the MySQL baseline
+                          (default mysql://root@127.0.0.1:3306/shardstock_bench; recreated each run)
+  --no-progress           no progress bar
+  -h, --help              this text
+
+Targets (reported as PASS/MISS, never asserted): deduct >= 0.6x no-op, >= 4x MySQL-only, >= 10x lock,
+>= 1.5x single-key (flash sale, best of the sweep); p99 <= 25 ms at 256 in flight; sold-out storm >= 1.5x
+the deduct rate; settlement >= 10,000 events/s; p99 settlement lag <= 1 s.
+`;
+
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+function list<T extends string>(raw: string, known: readonly T[], what: string): T[] {
+  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const i of items) if (!(known as readonly string[]).includes(i)) throw new UsageError(`unknown ${what} ${JSON.stringify(i)} (known: ${known.join(', ')})`);
+  if (items.length === 0) throw new UsageError(`--${what}s needs at least one value`);
+  return [...new Set(items)] as T[];
+}
+
+function positive(name: string, raw: string | undefined, def: number, max = 1e9): number {
+  if (raw === undefined) return def;
+  const v = Number(raw);
+  if (!Number.isFinite(v) || v <= 0 || v > max) throw new UsageError(`--${name} must be a number in (0, ${max}], got ${JSON.stringify(raw)}`);
+  return v;
+}
+
+const int = (name: string, raw: string | undefined, def: number, max = 1e9) => {
+  const v = positive(name, raw, def, max);
+  if (!Number.isInteger(v)) throw new UsageError(`--${name} must be an integer, got ${JSON.stringify(raw)}`);
+  return v;
+};
+
+/** Returns undefined when --help was asked for. */
+export function parseOptions(argv: string[]): BenchOptions | undefined {
+  const { values: v } = parseArgs({
+    args: argv,
+    strict: true,
+    allowPositionals: false,
+    allowNegative: true,
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      quick: { type: 'boolean' },
+      scenarios: { type: 'string' },
+      designs: { type: 'string' },
+      concurrency: { type: 'string' },
+      stock: { type: 'string' },
+      'slow-stock': { type: 'string' },
+      shards: { type: 'string' },
+      'max-run': { type: 'string' },
+      coupons: { type: 'string' },
+      'coupon-stock': { type: 'string' },
+      duration: { type: 'string' },
+      'storm-concurrency': { type: 'string' },
+      'settle-events': { type: 'string' },
+      'ack-level': { type: 'string' },
+      'load-workers': { type: 'string' },
+      connections: { type: 'string' },
+      client: { type: 'string' },
+      out: { type: 'string' },
+      docs: { type: 'boolean' },
+      profile: { type: 'boolean' },
+      'mysql-url': { type: 'string' },
+      progress: { type: 'boolean' },
+    },
+  });
+  if (v.help) return undefined;
+  const quick = v.quick === true;
+  const concurrency = (v.concurrency ?? (quick ? '256' : '64,256,1024')).split(',').map((s) => int('concurrency', s.trim(), 1, 100_000));
+  const ackRaw = v['ack-level'] === 'both' ? 'replica,leader' : (v['ack-level'] ?? 'replica,leader');
+  const client = v.client ?? 'http2';
+  if (client !== 'http2' && client !== 'grpc-js') throw new UsageError(`--client must be http2 or grpc-js, got ${JSON.stringify(client)}`);
+  return {
+    quick,
+    scenarios: list(v.scenarios ?? SCENARIOS.join(','), SCENARIOS, 'scenario'),
+    designs: list(v.designs ?? DESIGNS.join(','), DESIGNS, 'design'),
+    concurrency: [...new Set(concurrency)].sort((a, b) => a - b),
+    stock: int('stock', v.stock, quick ? 5_000 : 200_000),
+    slowStock: int('slow-stock', v['slow-stock'], quick ? 1_000 : 20_000),
+    shards: int('shards', v.shards, 16, 1024),
+    maxRunS: positive('max-run', v['max-run'], quick ? 5 : 60, 3600),
+    coupons: int('coupons', v.coupons, quick ? 200 : 10_000, 1_000_000),
+    couponStock: int('coupon-stock', v['coupon-stock'], 100),
+    durationS: positive('duration', v.duration, quick ? 1.5 : 15, 3600),
+    stormConcurrency: int('storm-concurrency', v['storm-concurrency'], 256, 100_000),
+    settleEvents: int('settle-events', v['settle-events'], quick ? 2_000 : 100_000),
+    ackLevels: list(ackRaw, ['replica', 'leader'] as const, 'ack-level'),
+    loadWorkers: int('load-workers', v['load-workers'], 1, 64),
+    connections: int('connections', v.connections, 4, 256),
+    client,
+    out: v.out ?? 'bench/out',
+    docs: v.docs ?? !quick,
+    profile: v.profile === true,
+    mysqlUrl: v['mysql-url'] ?? 'mysql://root@127.0.0.1:3306/shardstock_bench',
+    progress: v.progress ?? true,
+  };
+}

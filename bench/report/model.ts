@@ -1,0 +1,115 @@
+// The report as saved in report.json, and how the ratios and targets are derived from the runs.
+import type { BenchOptions } from '../options.js';
+import type { RunRecord, SettlementRecord } from '../records.js';
+
+export interface Ratio {
+  scenario: string;
+  design: string;
+  baseline: string;
+  /** In-flight level both were measured at, or `best` (best of each sweep). */
+  at: number | 'best';
+  service: number;
+  baselineValue: number;
+  ratio: number;
+}
+
+export interface Target {
+  name: string;
+  want: string;
+  measured: string;
+  /** null: not measured in this run. */
+  pass: boolean | null;
+}
+
+export interface BenchReport {
+  version: 1;
+  mode: 'quick' | 'full';
+  startedAt: string;
+  finishedAt: string;
+  durationS: number;
+  machine: { cpus: number; cpuModel: string; node: string; platform: string; loadAvgAtStart: number[] };
+  options: BenchOptions;
+  loadGenerator: string;
+  runs: RunRecord[];
+  settlement?: SettlementRecord | undefined;
+  ratios: Ratio[];
+  targets: Target[];
+  oversoldTotal: number;
+}
+
+export const SERVICE = 'shardstock';
+
+const fsRuns = (runs: RunRecord[], design: string) => runs.filter((r) => r.scenario === 'flash-sale' && r.design === design);
+
+function best(runs: RunRecord[], design: string): number | undefined {
+  const rs = fsRuns(runs, design);
+  return rs.length ? Math.max(...rs.map((r) => r.deductRate)) : undefined;
+}
+
+export function ratios(runs: RunRecord[]): Ratio[] {
+  const out: Ratio[] = [];
+  const services = [...new Set(runs.filter((r) => r.design.startsWith(SERVICE)).map((r) => r.design))];
+  const baselines = [...new Set(runs.filter((r) => !r.design.startsWith(SERVICE)).map((r) => r.design))];
+  for (const svc of services) {
+    for (const b of baselines) {
+      const s = best(runs, svc);
+      const bv = best(runs, b);
+      if (s !== undefined && bv !== undefined && bv > 0) out.push({ scenario: 'flash-sale', design: svc, baseline: b, at: 'best', service: s, baselineValue: bv, ratio: s / bv });
+      for (const r of fsRuns(runs, svc)) {
+        const o = fsRuns(runs, b).find((x) => x.concurrency === r.concurrency);
+        if (o && o.deductRate > 0) out.push({ scenario: 'flash-sale', design: svc, baseline: b, at: r.concurrency, service: r.deductRate, baselineValue: o.deductRate, ratio: r.deductRate / o.deductRate });
+      }
+      for (const sc of ['many-coupons', 'sold-out-storm'] as const) {
+        const r = runs.find((x) => x.scenario === sc && x.design === svc);
+        const o = runs.find((x) => x.scenario === sc && x.design === b);
+        if (r && o && o.throughput > 0) out.push({ scenario: sc, design: svc, baseline: b, at: r.concurrency, service: r.throughput, baselineValue: o.throughput, ratio: r.throughput / o.throughput });
+      }
+    }
+  }
+  return out;
+}
+
+const x = (v: number) => `${v.toFixed(2)}x`;
+const n = (v: number) => Math.round(v).toLocaleString('en');
+
+export function targets(runs: RunRecord[], settlement: SettlementRecord | undefined): Target[] {
+  const out: Target[] = [];
+  const svc = best(runs, SERVICE);
+  const vs = (baseline: string, want: number, label: string) => {
+    const b = best(runs, baseline);
+    if (svc === undefined || b === undefined) {
+      out.push({ name: `flash-sale deducts/s vs ${label}`, want: `>= ${want}x`, measured: 'not measured', pass: null });
+      return;
+    }
+    const r = svc / b;
+    out.push({ name: `flash-sale deducts/s vs ${label}`, want: `>= ${want}x`, measured: `${x(r)} (${n(svc)} vs ${n(b)}/s, best of sweep)`, pass: r >= want });
+  };
+  vs('noop', 0.6, 'no-op ceiling');
+  vs('mysql', 4, 'MySQL-only');
+  vs('lock', 10, 'lock');
+  vs('single-key', 1.5, 'single-key Lua');
+
+  const at256 = fsRuns(runs, SERVICE).find((r) => r.concurrency === 256);
+  out.push(at256
+    ? { name: 'flash-sale p99 at 256 in flight', want: '<= 25 ms', measured: `${at256.p99Ms.toFixed(1)} ms`, pass: at256.p99Ms <= 25 }
+    : { name: 'flash-sale p99 at 256 in flight', want: '<= 25 ms', measured: 'not measured (256 not in the sweep)', pass: null });
+
+  const storm = runs.find((r) => r.scenario === 'sold-out-storm' && r.design === SERVICE);
+  const fsAt = storm && (fsRuns(runs, SERVICE).find((r) => r.concurrency === storm.concurrency)?.deductRate ?? svc);
+  out.push(storm && fsAt
+    ? { name: 'sold-out storm vs deduct rate', want: '>= 1.5x', measured: `${x(storm.throughput / fsAt)} (${n(storm.throughput)} vs ${n(fsAt)}/s)`, pass: storm.throughput / fsAt >= 1.5 }
+    : { name: 'sold-out storm vs deduct rate', want: '>= 1.5x', measured: 'not measured', pass: null });
+
+  const batched = settlement?.batched;
+  out.push(batched
+    ? { name: 'settlement events/s (batched)', want: '>= 10,000/s', measured: `${n(batched.eventsPerS)}/s`, pass: batched.eventsPerS >= 10_000 }
+    : { name: 'settlement events/s (batched)', want: '>= 10,000/s', measured: settlement?.reason ?? 'not measured', pass: null });
+  const lag = settlement?.lag;
+  out.push(lag
+    ? { name: 'settlement lag p99 during a flash sale', want: '<= 1 s', measured: `${(lag.p99Ms / 1000).toFixed(2)} s (p50 ${(lag.p50Ms / 1000).toFixed(2)} s)`, pass: lag.p99Ms <= 1000 }
+    : { name: 'settlement lag p99 during a flash sale', want: '<= 1 s', measured: settlement?.reason ?? 'not measured', pass: null });
+
+  const oversold = runs.reduce((s, r) => s + r.oversold, 0) + (settlement?.oversold ?? 0);
+  out.push({ name: 'oversold units, every design and scenario', want: '= 0', measured: String(oversold), pass: oversold === 0 });
+  return out;
+}

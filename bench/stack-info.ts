@@ -1,0 +1,92 @@
+// The local stack as the benchmark sees it: brought up if missing, the pids of its Redis nodes and MariaDB
+// (for CPU accounting), a fresh benchmark database, and clean-up of a run's Redis keys.
+import { readFileSync } from 'node:fs';
+import { Cluster } from 'ioredis';
+import { createConnection } from 'mysql2/promise';
+import { connect as connectNats } from 'nats';
+import { settlementNames } from '../src/settlement/jetstream.js';
+import { REDIS_PORTS, redisCli, stackUp } from '../deploy/local/stack.js';
+
+export interface StackPids {
+  redis: number[];
+  mysql: number[];
+}
+
+export async function ensureStack(): Promise<void> {
+  await stackUp();
+}
+
+export async function stackPids(mysqlUrl: string): Promise<StackPids> {
+  const redis = REDIS_PORTS.map((p) => Number(/process_id:(\d+)/.exec(redisCli(p, 'info', 'server'))?.[1] ?? 0)).filter((p) => p > 0);
+  const mysql: number[] = [];
+  const conn = await createConnection(serverUrl(mysqlUrl));
+  try {
+    const [rows] = await conn.query('select @@pid_file as f');
+    const file = String((rows as { f: string }[])[0]?.f ?? '');
+    const pid = Number(readFileSync(file, 'utf8').trim());
+    if (pid > 0) mysql.push(pid);
+  } catch {
+    // pid file not readable (a server we did not start): MariaDB CPU is then reported as 0.
+  } finally {
+    await conn.end();
+  }
+  return { redis, mysql };
+}
+
+function serverUrl(url: string): string {
+  const u = new URL(url);
+  u.pathname = '/';
+  return u.toString();
+}
+
+/** Drops and re-creates the benchmark's own database (never the service's or the tests'). */
+export async function recreateDatabase(url: string): Promise<void> {
+  const db = decodeURIComponent(new URL(url).pathname.replace(/^\//, ''));
+  if (!/^[A-Za-z0-9_]*bench[A-Za-z0-9_]*$/.test(db)) throw new Error(`refusing to recreate ${JSON.stringify(db)}: the benchmark database name must contain "bench"`);
+  const conn = await createConnection(serverUrl(url));
+  try {
+    await conn.query(`drop database if exists \`${db}\``);
+    await conn.query(`create database \`${db}\` character set utf8mb4`);
+  } finally {
+    await conn.end();
+  }
+}
+
+/** Unlinks every key under `<ns>:` on every master (a run's shards, request records, outboxes, baseline keys). */
+export async function deleteNamespace(ns: string): Promise<number> {
+  const cluster = new Cluster(REDIS_PORTS.slice(0, 3).map((port) => ({ host: '127.0.0.1', port })), { scaleReads: 'master' });
+  let deleted = 0;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      cluster.once('ready', () => resolve());
+      cluster.once('error', reject);
+    });
+    for (const node of cluster.nodes('master')) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', `${ns}:*`, 'COUNT', 2000);
+        cursor = next;
+        if (keys.length > 0) {
+          const p = node.pipeline();
+          for (const k of keys) p.unlink(k);
+          await p.exec();
+          deleted += keys.length;
+        }
+      } while (cursor !== '0');
+    }
+  } finally {
+    cluster.disconnect();
+  }
+  return deleted;
+}
+
+/** Removes the JetStream stream a settlement run of namespace `ns` created. */
+export async function deleteSettlementStream(ns: string): Promise<void> {
+  const nc = await connectNats({ servers: 'nats://127.0.0.1:4222' });
+  try {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.delete(settlementNames(ns).stream);
+  } finally {
+    await nc.close();
+  }
+}
