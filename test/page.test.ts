@@ -1,0 +1,96 @@
+// The live stock page in headless Chromium: it lists coupons, and the chosen one's level falls on screen
+// while deductions run elsewhere, fed by WatchStock over Connect from the browser.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from './support/chromium.js';
+import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+
+const SCREENSHOT_DIR = fileURLToPath(new URL('../scratch/', import.meta.url));
+
+let t: TestApp;
+let browser: Browser;
+beforeAll(async () => {
+  // Settlement runs here, so the page shows settled units catching up with deducted ones.
+  [t, browser] = await Promise.all([startTestApp({ SHARDSTOCK_WORKERS: 'relay,settle' }), launchChromium()]);
+}, 600_000); // a fresh machine installs chromium first
+
+afterAll(async () => {
+  await browser?.close();
+  await t?.close();
+});
+
+describe('live stock page', () => {
+  it('when the page serves its files and the coupon list, then they answer with the right types', async () => {
+    const id = uniqueId('ui');
+    await t.client.createCoupon({ couponId: id, totalStock: 7n, shardCount: 1 });
+    const index = await fetch(`${t.httpUrl}/`);
+    expect(index.headers.get('content-type')).toContain('text/html');
+    expect(await index.text()).toContain('<script type="module" src="/ui/app.js">');
+    expect((await fetch(`${t.httpUrl}/ui/app.js`)).headers.get('content-type')).toContain('text/javascript');
+    const list = (await (await fetch(`${t.httpUrl}/ui/coupons`)).json()) as { couponId: string; totalStock: number }[];
+    expect(list.find((c) => c.couponId === id)).toMatchObject({ totalStock: 7, shardCount: 1 });
+    expect(list.length).toBeLessThanOrEqual(50);
+  });
+
+  it('when a coupon is chosen in the list and deductions run, then the page shows its level dropping to 0 and sold out, per shard, with settled catching up', async () => {
+    const id = uniqueId('ui');
+    const total = 400;
+    await t.client.createCoupon({ couponId: id, totalStock: BigInt(total), shardCount: 8 });
+    const page = await browser.newPage({ viewport: { width: 1100, height: 720 } });
+    const pageErrors: string[] = [];
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    try {
+      await page.goto(`${t.httpUrl}/`);
+      await page.locator(`nav button[data-coupon="${id}"]`).click();
+      const shown = () => page.evaluate(() => Number(document.getElementById('detail')!.dataset.available ?? NaN));
+      await page.waitForFunction((n) => document.getElementById('detail')!.dataset.available === String(n), total);
+      expect(await page.locator('.shard').count()).toBe(8);
+      expect(await page.locator('#status').textContent()).toBe('live');
+
+      // Deductions from Node over gRPC, paced so they last a few seconds, while the page is sampled.
+      let next = 0;
+      const load = Promise.all(Array.from({ length: 4 }, async () => {
+        while (next < total) {
+          await t.client.deduct({ couponId: id, requestId: `u${next++}`, quantity: 1n });
+          await new Promise((r) => setTimeout(r, 25));
+        }
+      }));
+      const samples: number[] = [];
+      let screenshot = false;
+      let loadDone = false;
+      void load.then(() => (loadDone = true));
+      while (!loadDone) {
+        const v = await shown();
+        samples.push(v);
+        if (!screenshot && v < total * 0.6 && v > total * 0.2) {
+          mkdirSync(SCREENSHOT_DIR, { recursive: true });
+          await page.screenshot({ path: `${SCREENSHOT_DIR}page-live.png` });
+          screenshot = true;
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await load;
+      await page.waitForFunction(() => document.getElementById('detail')!.dataset.available === '0', undefined, { timeout: 15_000 });
+      await page.locator('#sold-out').waitFor({ state: 'visible' });
+      expect(await page.locator('#deducted').textContent()).toBe(String(total));
+
+      // The level fell on screen while the deductions ran: several distinct values, never going up.
+      const distinct = [...new Set(samples)];
+      expect(distinct.filter((v) => v > 0 && v < total).length).toBeGreaterThanOrEqual(3);
+      for (let i = 1; i < samples.length; i++) expect(samples[i]!).toBeLessThanOrEqual(samples[i - 1]!);
+      // Every shard bar is empty at the end.
+      const shardTexts = await page.locator('.shard .n').allTextContents();
+      expect(shardTexts).toEqual(Array(8).fill('0'));
+      // Settlement catches up: MySQL's settled count reaches the deducted one, pushed to the page.
+      await page.waitForFunction((n) => document.getElementById('settled')!.textContent === String(n), total, { timeout: 30_000 });
+      expect(await page.locator('#pending').textContent()).toBe('0');
+      await page.waitForTimeout(400); // let the bars' CSS transitions finish
+      await page.screenshot({ path: `${SCREENSHOT_DIR}page-sold-out.png` });
+      expect(pageErrors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+});
