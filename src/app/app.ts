@@ -17,6 +17,9 @@ import { SoldOutCache } from '../domain/sold-out-cache.js';
 import { NatsStockSignals } from '../nats/stock-signals.js';
 import { connectCluster } from '../redis/cluster.js';
 import { ReplicaAck } from '../redis/replica-ack.js';
+import { FailoverFence } from '../redis/failover-fence.js';
+import type { CallGate } from '../access/call-gate.js';
+import { callGate, grpcServerCredentials, guards, tlsMaterial } from './security.js';
 import { RedisStockStore } from '../redis/stock-store.js';
 import { startGrpcServer, type GrpcServer } from '../transport/grpc-server.js';
 import { createHandlers, type InventoryHandlers } from '../transport/handlers.js';
@@ -57,6 +60,10 @@ export interface App {
   deduct: DeductService;
   sweeper: MoveSweeper;
   readiness: Readiness;
+  /** Failover fence (SHARDSTOCK_FAILOVER_FENCE), undefined when off. */
+  fence: FailoverFence | undefined;
+  /** Auth, rate limits and load shedding in front of both ports. */
+  gate: CallGate;
   metrics: Metrics;
   watch: WatchService;
   levels: LevelBus;
@@ -79,14 +86,23 @@ async function waitReady(redis: Cluster, timeoutMs: number): Promise<void> {
 
 export async function startApp(config: Readonly<Config>, logger?: Logger): Promise<App> {
   const log = logger ?? createLogger(config.logLevel, { instance: config.instanceId });
-  const redis = connectCluster({ nodes: config.redisNodes, password: config.redisPassword });
+  const redis = connectCluster({ nodes: config.redisNodes, username: config.redisUsername, password: config.redisPassword, tls: tlsMaterial(config.redisTls) });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis cluster error'));
   await waitReady(redis, 15_000);
-  const orm = await openOrm({ url: config.mysqlUrl });
+  const orm = await openOrm({ url: config.mysqlUrl, tls: tlsMaterial(config.mysqlTls) });
   const nats = await connectNats({ servers: config.natsUrl.split(','), name: `shardstock-${config.instanceId}`, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
 
   const replicaAck = config.ackLevel === 'replica' ? new ReplicaAck(redis, config.waitTimeoutMs) : undefined;
-  const store = new RedisStockStore(redis, { namespace: config.namespace, idempotencyWindowS: config.idempotencyWindowS, replicaAck });
+  const fence = config.failoverFence
+    ? new FailoverFence(redis, {
+        ackLevel: config.ackLevel,
+        onFenced: (e) => log.warn(e, 'redis slots changed master: writes to them fenced until the new master is confirmed'),
+        onReopened: (e) => log.info(e, 'redis slots reopened after failover'),
+      })
+    : undefined;
+  const store = new RedisStockStore(redis, { namespace: config.namespace, idempotencyWindowS: config.idempotencyWindowS, replicaAck, fence });
+  const gate = callGate(config);
+  const guard = guards(gate);
   const metrics = new Metrics();
   const guardedStore: StockStore = guardErrors(timed(store, metrics.redisDuration, metrics.redisErrors), 'Redis');
   const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
@@ -154,8 +170,8 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
   let http: HttpServer | undefined;
   const workers: Periodic[] = [];
   try {
-    grpc = await startGrpcServer(config.grpcAddr, instrumentHandlers(handlers, { metrics, transport: 'grpc', log }), { maxMessageBytes: config.maxMessageBytes, onUnexpected });
-    http = await startHttpServer(config.httpAddr, { routes: inventoryRoutes(instrumentHandlers(handlers, { metrics, transport: 'connect', log }), { onUnexpected }), plain, maxMessageBytes: config.maxMessageBytes });
+    grpc = await startGrpcServer(config.grpcAddr, instrumentHandlers(handlers, { metrics, transport: 'grpc', log }), { maxMessageBytes: config.maxMessageBytes, onUnexpected, guard: guard.grpc, credentials: grpcServerCredentials(config) });
+    http = await startHttpServer(config.httpAddr, { routes: inventoryRoutes(instrumentHandlers(handlers, { metrics, transport: 'connect', log }), { onUnexpected, guard: guard.connect }), plain, maxMessageBytes: config.maxMessageBytes });
   } catch (err) {
     grpc?.server.forceShutdown();
     await http?.close(0);
@@ -205,12 +221,13 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
       signals.close();
       changes.close();
       await nats.drain().catch(() => nats.close());
+      fence?.stop();
       await redis.quit().catch(() => redis.disconnect());
       await orm.close(true);
       log.info('shardstock stopped');
     })());
 
   return {
-    config, grpcPort: grpc.port, httpPort: http.port, log, redis, orm, nats, store, repo, handlers, admin, deduct, sweeper, readiness, metrics, watch, levels, changes, lowStock, settlement, close,
+    config, grpcPort: grpc.port, httpPort: http.port, log, redis, orm, nats, store, repo, handlers, admin, deduct, sweeper, readiness, fence, gate, metrics, watch, levels, changes, lowStock, settlement, close,
   };
 }

@@ -53,8 +53,9 @@ function callOpts(o?: CallOptions): grpc.CallOptions {
   return o?.deadlineMs ? { deadline: new Date(Date.now() + o.deadlineMs) } : {};
 }
 
-export function createInventoryClient(addr: string, options: grpc.ChannelOptions = {}): InventoryClient {
-  const raw = new Ctor(addr, grpc.credentials.createInsecure(), options) as unknown as grpc.Client & Record<string, Function>;
+/** `credentials`: e.g. `grpc.credentials.createSsl(ca, key, cert)` for a TLS / mTLS port; default plaintext. */
+export function createInventoryClient(addr: string, options: grpc.ChannelOptions = {}, credentials = grpc.credentials.createInsecure()): InventoryClient {
+  const raw = new Ctor(addr, credentials, options) as unknown as grpc.Client & Record<string, Function>;
   const unary = <Req, Res>(name: string, schema: Parameters<typeof create>[0]) =>
     (req: Req, o?: CallOptions) =>
       new Promise<Res>((resolve, reject) => {

@@ -5,6 +5,7 @@ import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
 import type { CallContext, InventoryHandlers } from './handlers.js';
 import { toStatus } from './status.js';
 import { peerKey } from './http-server.js';
+import { parseErrorsAreInvalidArgument } from './parse-errors.js';
 
 export interface ConnectRoutesOptions {
   onUnexpected: (method: string, err: unknown) => void;
@@ -54,5 +55,8 @@ export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRou
       }
     },
   };
-  return (router: ConnectRouter) => router.service(InventoryService, impl);
+  return (router: ConnectRouter) => {
+    router.service(InventoryService, impl);
+    parseErrorsAreInvalidArgument(router.handlers);
+  };
 }
