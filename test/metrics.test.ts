@@ -61,7 +61,7 @@ describe('/metrics', () => {
     expect(rpc(m, 'connect', 'GetStock', 'invalid_argument')).toBe(1);
     expect(m.get('shardstock_rpc_duration_seconds_count{transport="grpc",method="Deduct"}')).toBe(5);
     expect(m.get('shardstock_rpc_duration_seconds_count{transport="connect",method="Deduct"}')).toBe(6);
-    expect(m.get('shardstock_rpc_duration_seconds_bucket{le="+Inf",transport="connect",method="Deduct"}')).toBe(6);
+    expect(m.get('shardstock_rpc_duration_seconds_bucket{transport="connect",method="Deduct",le="+Inf"}')).toBe(6);
 
     // Figures kept by the components, read at scrape time.
     const s = t.app.deduct.stats;

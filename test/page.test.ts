@@ -7,6 +7,9 @@ import type { Browser } from 'playwright-core';
 import { launchChromium } from './support/chromium.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 
+// What the functions run inside the page touch (the project compiles without the DOM library).
+declare const document: { getElementById(id: string): { dataset: Record<string, string | undefined>; textContent: string | null } | null };
+
 const SCREENSHOT_DIR = fileURLToPath(new URL('../scratch/', import.meta.url));
 
 let t: TestApp;

@@ -78,6 +78,8 @@ describe('WatchStock across instances', () => {
     const deductsBefore = b.app.deduct.stats;
 
     // 8 callers on A take the whole stock one unit at a time.
+    const announcedBefore = a.app.changes.announced;
+    const loadStarted = Date.now();
     let next = 0;
     const outcomes: number[] = [];
     await Promise.all(Array.from({ length: 8 }, async () => {
@@ -87,6 +89,12 @@ describe('WatchStock across instances', () => {
       }
     }));
     expect(outcomes.filter((o) => o === 1).length).toBe(total);
+    // A told the other instances with at most one ping per announce interval (50 ms), not one per deduction.
+    await new Promise((r) => setTimeout(r, 100));
+    const pings = a.app.changes.announced - announcedBefore;
+    expect(pings).toBeGreaterThan(0);
+    expect(pings).toBeLessThanOrEqual(Math.ceil((Date.now() - loadStarted) / 50) + 1);
+    expect(pings).toBeLessThan(total / 2);
 
     const [g, c] = await Promise.all([grpcSeen.all, connectSeen.all]);
     ac.abort();

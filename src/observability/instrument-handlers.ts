@@ -7,6 +7,7 @@ import { CompensateOutcome, DeductOutcome } from '../gen/inventory/v1/inventory_
 import type { CallContext, InventoryHandlers } from '../transport/handlers.js';
 import { GrpcCode, toStatus } from '../transport/status.js';
 import type { Logger } from '../util/logger.js';
+import type { CounterChild } from './fast-metrics.js';
 import type { Metrics, Transport } from './metrics.js';
 
 const CODE_NAMES: Record<number, string> = Object.fromEntries(Object.entries(GrpcCode).map(([name, code]) => [code, name.toLowerCase()]));
@@ -47,6 +48,15 @@ function callFields(transport: Transport, method: string, req: Ids, ctx: CallCon
 
 export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): InventoryHandlers {
   const { metrics, transport, log } = o;
+  /** Counter children per method, resolved once per outcome seen. */
+  const counterFor = (method: string) => {
+    const byOutcome = new Map<string, CounterChild>();
+    return (outcome: string) => {
+      let c = byOutcome.get(outcome);
+      if (!c) byOutcome.set(outcome, (c = metrics.rpcCalls.child(transport, method, outcome)));
+      return c;
+    };
+  };
 
   const failed = (fields: () => Record<string, unknown>, err: unknown): string => {
     const s = toStatus(err);
@@ -60,8 +70,10 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
     return () => (fields ??= callFields(transport, method, req, ctx));
   };
 
-  const unary = <Req extends Ids, Res>(method: string, fn: (req: Req, ctx: CallContext) => Promise<Res>, outcomeOf: (res: Res) => string = () => 'ok') =>
-    async (req: Req, ctx: CallContext): Promise<Res> => {
+  const unary = <Req extends Ids, Res>(method: string, fn: (req: Req, ctx: CallContext) => Promise<Res>, outcomeOf: (res: Res) => string = () => 'ok') => {
+    const calls = counterFor(method);
+    const duration = metrics.rpcDuration.child(transport, method);
+    return async (req: Req, ctx: CallContext): Promise<Res> => {
       const start = performance.now();
       const fields = lazyFields(method, req, ctx);
       let outcome = 'ok';
@@ -74,11 +86,14 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
         throw err;
       } finally {
         const seconds = (performance.now() - start) / 1000;
-        metrics.rpcCalls.inc({ transport, method, outcome });
-        metrics.rpcDuration.observe({ transport, method }, seconds);
+        calls(outcome).inc();
+        duration.observe(seconds);
         if (log.isLevelEnabled('debug')) log.debug({ ...fields(), outcome, ms: Math.round(seconds * 1e4) / 10 }, 'call');
       }
     };
+  };
+  const watchCalls = counterFor('WatchStock');
+  const watchMessages = metrics.watchMessages.child(transport);
 
   return {
     createCoupon: unary('CreateCoupon', (req, ctx) => h.createCoupon(req, ctx)),
@@ -97,7 +112,7 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
       metrics.watchStreams.inc({ transport });
       try {
         for await (const msg of h.watchStock(req, ctx)) {
-          metrics.watchMessages.inc({ transport });
+          watchMessages.inc();
           sent++;
           yield msg;
         }
@@ -107,7 +122,7 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
       } finally {
         if (outcome === 'ok' && ctx.signal.aborted) outcome = 'cancelled';
         metrics.watchStreams.dec({ transport });
-        metrics.rpcCalls.inc({ transport, method, outcome });
+        watchCalls(outcome).inc();
         if (log.isLevelEnabled('debug')) log.debug({ ...fields(), outcome, sent, ms: Math.round(performance.now() - start) }, 'stream ended');
       }
     },

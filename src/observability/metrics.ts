@@ -3,7 +3,8 @@
 // figures other components already keep (DeductService.stats, readiness, watch streams, settlement) are
 // read when /metrics is scraped, through collect hooks, so the hot path pays nothing for them.
 // Label values are bounded: methods and outcomes are enums, per-coupon gauges cover a capped set.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { FastCounter, FastHistogram } from './fast-metrics.js';
 
 export type Transport = 'grpc' | 'connect';
 
@@ -13,20 +14,20 @@ const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 export class Metrics {
   readonly registry = new Registry();
 
-  readonly rpcCalls = new Counter({
-    name: 'shardstock_rpc_requests_total',
-    help: 'Finished RPCs by transport, method and outcome (a Deduct/Compensate outcome, ok, or the status code in snake case)',
-    labelNames: ['transport', 'method', 'outcome'] as const,
-    registers: [this.registry],
-  });
+  readonly rpcCalls = new FastCounter(
+    'shardstock_rpc_requests_total',
+    'Finished RPCs by transport, method and outcome (a Deduct/Compensate outcome, replayed, ok, or the status code in snake case)',
+    ['transport', 'method', 'outcome'],
+    this.registry,
+  );
 
-  readonly rpcDuration = new Histogram({
-    name: 'shardstock_rpc_duration_seconds',
-    help: 'Unary RPC handling time by transport and method (from the handler being called to its answer)',
-    labelNames: ['transport', 'method'] as const,
-    buckets: LATENCY_BUCKETS,
-    registers: [this.registry],
-  });
+  readonly rpcDuration = new FastHistogram(
+    'shardstock_rpc_duration_seconds',
+    'Unary RPC handling time by transport and method (from the handler being called to its answer)',
+    ['transport', 'method'],
+    LATENCY_BUCKETS,
+    this.registry,
+  );
 
   readonly watchStreams = new Gauge({
     name: 'shardstock_watch_streams_open',
@@ -35,27 +36,17 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly watchMessages = new Counter({
-    name: 'shardstock_watch_messages_total',
-    help: 'Levels sent on WatchStock streams by transport',
-    labelNames: ['transport'] as const,
-    registers: [this.registry],
-  });
+  readonly watchMessages = new FastCounter('shardstock_watch_messages_total', 'Levels sent on WatchStock streams by transport', ['transport'], this.registry);
 
-  readonly redisDuration = new Histogram({
-    name: 'shardstock_redis_op_duration_seconds',
-    help: 'Redis Cluster operations by op (Lua scripts: deduct, compensate, moveOut, ackMove, credit, initShard; reads: probe, readRequest, ...), replica ack included',
-    labelNames: ['op'] as const,
-    buckets: LATENCY_BUCKETS,
-    registers: [this.registry],
-  });
+  readonly redisDuration = new FastHistogram(
+    'shardstock_redis_op_duration_seconds',
+    'Redis Cluster operations by op (Lua scripts: deduct, compensate, moveOut, ackMove, credit, initShard; reads: probe, readRequest, ...), replica ack included',
+    ['op'],
+    LATENCY_BUCKETS,
+    this.registry,
+  );
 
-  readonly redisErrors = new Counter({
-    name: 'shardstock_redis_op_errors_total',
-    help: 'Redis Cluster operations that failed, by op',
-    labelNames: ['op'] as const,
-    registers: [this.registry],
-  });
+  readonly redisErrors = new FastCounter('shardstock_redis_op_errors_total', 'Redis Cluster operations that failed, by op', ['op'], this.registry);
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });

@@ -1,44 +1,46 @@
 // Times every method of a store adapter (one histogram sample per call, labelled by method name: a fixed,
-// small set) and counts the ones that fail. Wrapped functions are made once per method, not per call.
-import type { Counter, Histogram } from 'prom-client';
+// small set) and counts the ones that fail. The wrapper is a plain object built once, with one wrapped
+// function per method: no Proxy trap on the call path.
+import type { FastCounter, FastHistogram } from './fast-metrics.js';
 
-export function timed<T extends object>(target: T, duration: Histogram<'op'>, errors: Counter<'op'>): T {
-  const wrapped = new Map<string, (...args: unknown[]) => unknown>();
-  return new Proxy(target, {
-    get(obj, prop, receiver) {
-      const value = Reflect.get(obj, prop, receiver);
-      if (typeof value !== 'function' || typeof prop !== 'string') return value;
-      let fn = wrapped.get(prop);
-      if (!fn) {
-        const op = prop;
-        const timer = duration.labels(op);
-        const failures = errors.labels(op);
-        fn = (...args: unknown[]) => {
-          const start = performance.now();
-          const done = () => timer.observe((performance.now() - start) / 1000);
-          let result: unknown;
-          try {
-            result = (value as (...a: unknown[]) => unknown).apply(obj, args);
-          } catch (err) {
-            failures.inc();
-            throw err;
-          }
-          if (!(result instanceof Promise)) return result;
-          return result.then(
-            (v) => {
-              done();
-              return v;
-            },
-            (err: unknown) => {
-              done();
-              failures.inc();
-              throw err;
-            },
-          );
-        };
-        wrapped.set(prop, fn);
+function methodNames(target: object): string[] {
+  const names = new Set<string>();
+  for (let o: object | null = target; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
+    for (const n of Object.getOwnPropertyNames(o)) {
+      if (n !== 'constructor' && typeof (target as Record<string, unknown>)[n] === 'function') names.add(n);
+    }
+  }
+  return [...names];
+}
+
+export function timed<T extends object>(target: T, duration: FastHistogram, errors: FastCounter): T {
+  const wrapper: Record<string, unknown> = Object.create(target);
+  for (const op of methodNames(target)) {
+    const fn = (target as Record<string, (...a: unknown[]) => unknown>)[op]!;
+    const timer = duration.child(op);
+    const failures = errors.child(op);
+    wrapper[op] = (...args: unknown[]) => {
+      const start = performance.now();
+      let result: unknown;
+      try {
+        result = fn.apply(target, args);
+      } catch (err) {
+        failures.inc();
+        throw err;
       }
-      return fn;
-    },
-  });
+      if (!(result instanceof Promise)) return result;
+      return result.then(
+        (v) => {
+          timer.observe((performance.now() - start) / 1000);
+          return v;
+        },
+        (err: unknown) => {
+          timer.observe((performance.now() - start) / 1000);
+          failures.inc();
+          throw err;
+        },
+      );
+    };
+  }
+  return wrapper as T;
 }
