@@ -14,7 +14,7 @@ const nm = (p: string) => fileURLToPath(new URL(`../node_modules/${p}`, import.m
 const HEALTHCHECK = fileURLToPath(new URL('../deploy/healthcheck.mjs', import.meta.url));
 
 let t: TestApp;
-let health: grpc.Client & Record<string, Function>;
+let health: grpc.Client & { Check: Function };
 beforeAll(async () => {
   t = await startTestApp();
   const def = protoLoader.loadSync(nm('grpc-health-check/proto/health/v1/health.proto'), { includeDirs: [nm('grpc-health-check/proto')], enums: String });
