@@ -89,6 +89,7 @@ export function levelMessage(l: StockLevel): StockLevelMsg {
 }
 
 export function createHandlers(d: HandlerDeps): InventoryHandlers {
+  const watchMessages = new WeakMap<StockLevel, WatchStockResponse>();
   return {
     async createCoupon(req) {
       const { coupon, created } = await d.admin.create(req);
@@ -131,7 +132,10 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     async *watchStock(req, ctx) {
       if (!d.watch) throw new DomainError('unimplemented', 'WatchStock is not served by this instance');
       for await (const level of d.watch.watch(req.couponId, req.minIntervalMs, ctx.signal)) {
-        yield create(WatchStockResponseSchema, { level: levelMessage(level) });
+        // One level is fanned out to every stream of the coupon: build its message once.
+        let msg = watchMessages.get(level);
+        if (!msg) watchMessages.set(level, (msg = create(WatchStockResponseSchema, { level: levelMessage(level) })));
+        yield msg;
       }
     },
 
