@@ -20,8 +20,9 @@ import { decodeEvent, eventId, subjectToken, type SettlementEvent } from './even
 /** JetStream drops a republished event id within this window (it keeps every id seen in it in memory, so a
  * longer window costs server memory at peak rates); the ledger's unique key catches anything older. */
 export const DUPLICATE_WINDOW_MS = 2 * 60_000;
-/** A delivered message not acked within this long is delivered again. */
-export const ACK_WAIT_MS = 30_000;
+/** A delivered message not acked within this long is delivered again (to any settler): how soon a dead
+ * settler's messages move on. A live settler keeps its batch's messages with `working()` meanwhile. */
+export const ACK_WAIT_MS = 10_000;
 
 export interface SettlementNames {
   stream: string;

@@ -58,6 +58,7 @@ export class Relay {
   private loop: Promise<void> | undefined;
   private lastSweep = 0;
   private sweeps = 0;
+  private discoverDue = true;
 
   constructor(
     private readonly outbox: OutboxStreams,
@@ -177,7 +178,14 @@ export class Relay {
 
   /** Backlog and lag figures, dead consumers' entries, and (now and then) coupons nobody here serves. */
   async sweep(): Promise<void> {
-    if (this.sweeps++ % (this.options.discoverEverySweeps ?? 15) === 0) await this.discover();
+    if (this.sweeps++ % (this.options.discoverEverySweeps ?? 15) === 0) this.discoverDue = true;
+    if (this.discoverDue) {
+      // MySQL being down must not stop the relay: discovery is tried again at the next sweep.
+      await this.discover().then(
+        () => (this.discoverDue = false),
+        (err: unknown) => this.log?.warn({ err: (err as Error)?.message }, 'relay: coupon discovery failed'),
+      );
+    }
     const shards = this.refreshShards();
     const now = Date.now();
     let total = 0;

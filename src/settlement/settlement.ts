@@ -13,6 +13,7 @@ import type { Logger } from '../util/logger.js';
 import { InFlight } from './in-flight.js';
 import { ensureSettlementStream, SettlementStreamReader, settlementNames, type SettlementNames } from './jetstream.js';
 import { LedgerStore } from './ledger-store.js';
+import { OrphanRepair } from './orphan-repair.js';
 import { OutboxStreams } from './outbox.js';
 import { JetStreamPublisher } from './publisher.js';
 import { PeriodicReconciler, Reconciler } from './reconciler.js';
@@ -95,6 +96,8 @@ export class Settlement {
         },
         { batch: config.settleBatch, maxDeliver: config.settleMaxDeliver },
       ).start();
+      const repair = new OrphanRepair(this.d.nats, this.names, this.settler, config.settleMaxDeliver, log);
+      this.periodic.push(new Periodic('settlement-orphans', Math.max(5000, config.sweepIntervalMs * 5), async () => void (await repair.runOnce()), onError).start());
     }
     if (config.workers.size > 0) {
       this.periodic.push(

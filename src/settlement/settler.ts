@@ -7,12 +7,13 @@
 // in flight, then refused: an anomaly row, the units back to the Redis shard, and only then the ack.
 // Messages that cannot be settled at all (unparsable, unknown coupon) are redelivered a bounded number of
 // times with backoff and then recorded as anomalies, so they never block the stream.
-import type { Consumer, JsMsg } from 'nats';
+import type { Consumer } from 'nats';
 import type { Coupon, StockSignals } from '../domain/ports.js';
 import { shardRef } from '../domain/routing.js';
 import type { ShardReloader } from '../domain/shard-reloader.js';
 import type { Logger } from '../util/logger.js';
 import { decodeEvent, eventId, type SettlementEvent } from './event.js';
+import { ACK_WAIT_MS } from './jetstream.js';
 import { ANOMALY, type LedgerStore } from './ledger-store.js';
 import type { RefundStore } from './refund-store.js';
 import type { Planned } from './settle-plan.js';
@@ -43,7 +44,21 @@ export interface SettlerDeps {
   log?: Logger | undefined;
 }
 
-type Item = Planned<JsMsg>;
+/** What the settler needs of a delivered message: a JetStream `JsMsg`, or a stand-in for an orphan read
+ * straight from the stream (orphan-repair.ts). */
+export interface SettleMsg {
+  readonly data: Uint8Array;
+  readonly seq: number;
+  readonly subject: string;
+  readonly headers?: { get(key: string): string } | undefined;
+  readonly info: { deliveryCount: number };
+  ack(): void;
+  ackAck(opts?: { timeout?: number }): Promise<boolean>;
+  nak(millis?: number): void;
+  working(): void;
+}
+
+type Item = Planned<SettleMsg>;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Redelivery delay after n deferrals: 250 ms doubling to 4 s. */
@@ -90,12 +105,12 @@ export class Settler {
     }
   }
 
-  private async fetch(consumer: Consumer): Promise<JsMsg[]> {
+  private async fetch(consumer: Consumer): Promise<SettleMsg[]> {
     const expires = this.options.fetchExpiresMs ?? 1000;
     const iter = await consumer.fetch({ max_messages: this.options.batch, expires });
     // A fetch over a connection that went away may never end on its own.
     const watchdog = setTimeout(() => iter.stop(), expires + 10_000);
-    const out: JsMsg[] = [];
+    const out: SettleMsg[] = [];
     try {
       for await (const m of iter) out.push(m);
     } finally {
@@ -105,8 +120,20 @@ export class Settler {
   }
 
   /** Settles one fetched batch; returns how many coupon groups failed (their messages were nak'ed). */
-  async handle(msgs: JsMsg[]): Promise<number> {
+  async handle(msgs: SettleMsg[]): Promise<number> {
     this.d.stats.batches++;
+    // A slow database must not let the ack wait run out under a live settler (a no-op once acked or nak'ed).
+    const keepalive = setInterval(() => {
+      for (const m of msgs) m.working();
+    }, ACK_WAIT_MS / 3);
+    try {
+      return await this.settleAll(msgs);
+    } finally {
+      clearInterval(keepalive);
+    }
+  }
+
+  private async settleAll(msgs: SettleMsg[]): Promise<number> {
     const groups = new Map<string, Item[]>();
     for (const m of msgs) {
       const event = decodeEvent(m.data);
@@ -135,7 +162,7 @@ export class Settler {
     return failed;
   }
 
-  private nakAfterError(msgs: JsMsg[], err: unknown): void {
+  private nakAfterError(msgs: SettleMsg[], err: unknown): void {
     this.d.log?.warn({ err: (err as Error)?.message, messages: msgs.length }, 'settler: could not settle; messages will be delivered again');
     for (const m of msgs) m.nak(1000);
   }
@@ -242,7 +269,7 @@ export class Settler {
     i.ref.ack();
   }
 
-  private async poison(m: JsMsg, reason: string, event: SettlementEvent | null): Promise<void> {
+  private async poison(m: SettleMsg, reason: string, event: SettlementEvent | null): Promise<void> {
     const deliveries = m.info.deliveryCount;
     if (deliveries < this.options.maxDeliver) {
       m.nak(backoff(deliveries));

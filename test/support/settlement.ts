@@ -1,6 +1,6 @@
 // Helpers for the settlement tests: read the ledger straight from MySQL, wait for a coupon to settle.
 import type { App } from '../../src/app/app.js';
-import type { ReconcileResponse } from '../../src/gen/inventory/v1/inventory_pb.js';
+import { CompensateOutcome, DeductOutcome, type ReconcileResponse } from '../../src/gen/inventory/v1/inventory_pb.js';
 import type { InventoryClient } from '../../src/client/grpc-client.js';
 
 export interface LedgerFigures {
@@ -64,4 +64,95 @@ export function settled(client: InventoryClient, couponId: string, timeoutMs = 6
     (r) => r.consistent && r.outboxEvents === 0n && r.jetstreamPending === 0n && r.inFlightNet === 0n,
     timeoutMs,
   );
+}
+
+/** Deducts (and compensates every third success) until stopped, remembering every outcome it is sure of and
+ * every call whose outcome it could not learn (the server died, the call timed out). */
+export class SaleLoad {
+  readonly deducted = new Map<string, number>();
+  readonly compensated = new Set<string>();
+  readonly unknownDeducts = new Map<string, number>();
+  readonly unknownCompensates = new Set<string>();
+  errors = 0;
+  private stopped = false;
+  private next = 0;
+  private workers: Promise<void>[] = [];
+
+  constructor(
+    private readonly client: () => InventoryClient,
+    private readonly couponId: string,
+    private readonly prefix: string,
+    private readonly concurrency = 16,
+    private readonly pauseMs = 0,
+  ) {}
+
+  get units(): { deducted: number; compensated: number } {
+    let deducted = 0;
+    let compensated = 0;
+    for (const [rid, q] of this.deducted) {
+      deducted += q;
+      if (this.compensated.has(rid)) compensated += q;
+    }
+    return { deducted, compensated };
+  }
+
+  start(): this {
+    this.workers = Array.from({ length: this.concurrency }, () => this.work());
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await Promise.all(this.workers);
+  }
+
+  /** Like a careful client: a call that failed is retried with the same request id until it is answered
+   * (or the load stops, and its outcome stays unknown). */
+  private async retrying<T>(call: () => Promise<T>): Promise<T | undefined> {
+    for (;;) {
+      try {
+        return await call();
+      } catch {
+        this.errors++;
+        if (this.stopped) return undefined;
+        await sleep(100);
+      }
+    }
+  }
+
+  private async work(): Promise<void> {
+    while (!this.stopped) {
+      const i = this.next++;
+      const rid = `${this.prefix}-${i}`;
+      const q = 1 + (i % 3);
+      const r = await this.retrying(() => this.client().deduct({ couponId: this.couponId, requestId: rid, quantity: BigInt(q) }, { deadlineMs: 3000 }));
+      if (!r) {
+        this.unknownDeducts.set(rid, q);
+        return;
+      }
+      if (r.outcome === DeductOutcome.DEDUCTED) {
+        this.deducted.set(rid, q);
+        if (i % 3 === 0) {
+          const c = await this.retrying(() => this.client().compensate({ couponId: this.couponId, requestId: rid, reason: 'cancelled' }, { deadlineMs: 3000 }));
+          if (!c) this.unknownCompensates.add(rid);
+          else if (c.outcome === CompensateOutcome.COMPENSATED || c.outcome === CompensateOutcome.ALREADY_COMPENSATED) this.compensated.add(rid);
+        }
+      }
+      if (this.pauseMs) await sleep(this.pauseMs);
+    }
+  }
+
+  /** Asks again for every call whose outcome was lost (same request ids: the service answers replays truthfully). */
+  async resolveUnknown(): Promise<void> {
+    for (const [rid, q] of this.unknownDeducts) {
+      const r = await this.client().deduct({ couponId: this.couponId, requestId: rid, quantity: BigInt(q) });
+      if (r.outcome === DeductOutcome.DEDUCTED) this.deducted.set(rid, q);
+    }
+    this.unknownDeducts.clear();
+    for (const rid of this.unknownCompensates) {
+      const c = await this.client().compensate({ couponId: this.couponId, requestId: rid, reason: 'cancelled' });
+      if (c.outcome === CompensateOutcome.COMPENSATED || c.outcome === CompensateOutcome.ALREADY_COMPENSATED) this.compensated.add(rid);
+    }
+    this.unknownCompensates.clear();
+  }
 }

@@ -1,0 +1,102 @@
+// A service process killed with SIGKILL while it relays and settles, then started again: nothing lost, nothing
+// applied twice.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ChildProcess } from 'node:child_process';
+import { connect } from 'nats';
+import { createInventoryClient, type InventoryClient } from '../src/client/grpc-client.js';
+import { settlementNames } from '../src/settlement/jetstream.js';
+import { startTestApp, TEST_DB_URL, uniqueId, type TestApp } from './support/harness.js';
+import { freePort } from './support/ports.js';
+import { spawnTs } from './support/processes.js';
+import { ledgerFigures, SaleLoad, settled, sleep, waitFor } from './support/settlement.js';
+
+const namespace = uniqueId('n');
+let observer: TestApp;
+const children: ChildProcess[] = [];
+
+async function serve(instanceId: string): Promise<{ child: ChildProcess; client: InventoryClient; logs: string[] }> {
+  const grpcPort = await freePort();
+  const child = spawnTs('src/main.ts', [], {
+    SHARDSTOCK_GRPC_ADDR: `127.0.0.1:${grpcPort}`,
+    SHARDSTOCK_HTTP_ADDR: `127.0.0.1:${await freePort()}`,
+    SHARDSTOCK_MYSQL_URL: TEST_DB_URL,
+    SHARDSTOCK_NAMESPACE: namespace,
+    SHARDSTOCK_INSTANCE_ID: instanceId,
+    SHARDSTOCK_WORKERS: 'relay,settle,sweep',
+    // Small batches keep both stages busy (a backlog in the outbox and in JetStream) when the kill lands.
+    SHARDSTOCK_RELAY_BATCH: '20',
+    SHARDSTOCK_SETTLE_BATCH: '20',
+    SHARDSTOCK_SWEEP_INTERVAL_MS: '500',
+    SHARDSTOCK_RELAY_CLAIM_IDLE_MS: '2000',
+    SHARDSTOCK_LOG_LEVEL: 'warn',
+  });
+  children.push(child);
+  const logs: string[] = [];
+  child.stdout!.on('data', (d) => logs.push(String(d)));
+  child.stderr!.on('data', (d) => logs.push(String(d)));
+  const client = createInventoryClient(`127.0.0.1:${grpcPort}`);
+  await waitFor('the service to answer', () => client.getStock({ couponId: 'none' }).then(() => 'up', (e: { code?: number }) => (e.code === 5 ? 'up' : 'down')), (s) => s === 'up', 30_000, 200);
+  return { child, client, logs };
+}
+
+beforeAll(async () => {
+  observer = await startTestApp({ SHARDSTOCK_NAMESPACE: namespace, SHARDSTOCK_INSTANCE_ID: 'observer' });
+});
+afterAll(async () => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  await observer?.close();
+  const nc = await connect({ servers: 'nats://127.0.0.1:4222' });
+  await (await nc.jetstreamManager()).streams.delete(settlementNames(namespace).stream).catch(() => {});
+  await nc.close();
+});
+
+describe('a service process killed mid-settlement', () => {
+  it('when the process is SIGKILLed while relaying and settling and then restarted, then every deduction and compensation is settled exactly once', async () => {
+    const t0 = Date.now();
+    const T = (what: string) => process.env.TEST_TRACE && console.log(`${Date.now() - t0} ms ${what}`);
+    const first = await serve('crash-1');
+    T('served');
+    const id = uniqueId();
+    await first.client.createCoupon({ couponId: id, totalStock: 1_000_000n, shardCount: 8 });
+    let current = first.client;
+    const load = new SaleLoad(() => current, id, 'k', 24).start();
+
+    // Kill once settlement is under way but behind.
+    await waitFor('settlement to be under way', () => ledgerFigures(observer.app, id), (f) => f.deductRows >= 150, 60_000, 100);
+    T('killing');
+    first.child.kill('SIGKILL');
+    await new Promise((r) => first.child.once('exit', r));
+    await sleep(300);
+    const atKill = await observer.client.reconcile({ couponId: id });
+    const settledAtKill = await ledgerFigures(observer.app, id);
+    // Something was still on its way in both stages' reach (outbox or JetStream), and some was settled.
+    expect(atKill.outboxEvents + atKill.jetstreamPending).toBeGreaterThan(0n);
+    expect(settledAtKill.deductRows).toBeLessThan(load.deducted.size);
+
+    T(`at kill ${JSON.stringify({ outbox: Number(atKill.outboxEvents), js: Number(atKill.jetstreamPending), rows: settledAtKill.deductRows, ok: load.deducted.size })}`);
+    const second = await serve('crash-2');
+    T('restarted');
+    current = second.client;
+    await sleep(1000);
+    await load.stop();
+    await load.resolveUnknown();
+
+    T('resolved');
+    await settled(second.client, id, 90_000);
+    T('settled');
+    const f = await ledgerFigures(observer.app, id);
+    const u = load.units;
+    expect(f.duplicates).toBe(0);
+    expect(f.anomalies).toEqual([]);
+    expect(f.deductRows).toBe(load.deducted.size);
+    expect(f.deductUnits).toBe(u.deducted);
+    expect(f.compensateRows).toBe(load.compensated.size);
+    expect(f.compensateUnits).toBe(u.compensated);
+    expect(f.remaining).toBe(1_000_000 - u.deducted + u.compensated);
+    const level = (await second.client.getStock({ couponId: id })).level!;
+    expect(level.available).toBe(BigInt(f.remaining));
+    expect(level.pendingSettlement).toBe(0n);
+    second.child.kill('SIGTERM');
+    await new Promise((r) => second.child.once('exit', r));
+  }, 180_000);
+});
