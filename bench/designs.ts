@@ -1,7 +1,6 @@
 // Which servers a benchmark invocation starts, and with what environment.
 import type { BenchContext } from './context.js';
 import type { AckLevel, DesignName, Scenario } from './options.js';
-import { startServer, type ServerHandle } from './servers.js';
 
 export interface DesignRun {
   label: string;
@@ -12,6 +11,7 @@ export interface DesignRun {
   scenarios: Scenario[];
   /** Redis key prefix / SHARDSTOCK_NAMESPACE of this server (cleaned up afterwards). */
   namespace: string;
+  host: HostName;
 }
 
 const LOAD_SCENARIOS: Scenario[] = ['flash-sale', 'many-coupons', 'sold-out-storm'];
@@ -23,14 +23,17 @@ export function designRuns(ctx: Pick<BenchContext, 'opts' | 'runId'>): DesignRun
   if (wanted.length === 0) return runs;
   for (const design of opts.designs) {
     if (design !== 'shardstock') {
-      runs.push({ label: design, design, slow: design === 'mysql' || design === 'lock', scenarios: wanted, namespace: `${runId}-${design}` });
+      runs.push({ label: design, design, slow: design === 'mysql' || design === 'lock', scenarios: wanted, namespace: `${runId}-${design}`, host: 'baselines' });
       continue;
     }
     // The first ack level runs every scenario; further levels only the flash sale (issue #7 compares them).
     opts.ackLevels.forEach((ack, i) => {
       const scenarios = i === 0 ? wanted : wanted.filter((s) => s === 'flash-sale');
       if (scenarios.length === 0) return;
-      runs.push({ label: ack === 'replica' ? 'shardstock' : `shardstock-${ack}`, design, ackLevel: ack, slow: false, scenarios, namespace: `${runId}s${ack[0]}` });
+      runs.push({
+        label: ack === 'replica' ? 'shardstock' : `shardstock-${ack}`, design, ackLevel: ack, slow: false, scenarios, namespace: `${runId}s${ack[0]}`,
+        host: i === 0 ? 'service' : 'service-2',
+      });
     });
   }
   return runs;
@@ -51,14 +54,22 @@ export function serviceEnv(ctx: Pick<BenchContext, 'opts' | 'runId'>, namespace:
   };
 }
 
-export async function startDesign(ctx: BenchContext, d: DesignRun): Promise<ServerHandle> {
-  if (d.design === 'shardstock') {
-    const execArgv = ctx.opts.profile ? ['--cpu-prof', '--cpu-prof-dir', `${ctx.opts.out}/profiles`, '--cpu-prof-name', `${d.label}-${Date.now()}.cpuprofile`] : [];
-    return startServer(d.label, d.design, serviceEnv(ctx, d.namespace, { SHARDSTOCK_ACK_LEVEL: d.ackLevel ?? 'replica' }), execArgv);
-  }
-  return startServer(d.label, d.design, {
-    SHARDSTOCK_MYSQL_URL: ctx.opts.mysqlUrl,
-    SHARDSTOCK_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
-    BENCH_NAMESPACE: d.namespace,
-  });
+export interface ServerSpec {
+  label: string;
+  design: string;
+  env: Record<string, string>;
+}
+
+/** Which process hosts a server: the headline service alone; other service instances together; the
+ * baselines together (only one server is ever under load at a time, and module loading is most of a
+ * start-up on a small box). */
+export type HostName = 'service' | 'service-2' | 'baselines' | 'settlement';
+
+export function serverSpec(ctx: Pick<BenchContext, 'opts' | 'runId'>, d: DesignRun): ServerSpec {
+  if (d.design === 'shardstock') return { label: d.label, design: d.design, env: serviceEnv(ctx, d.namespace, { SHARDSTOCK_ACK_LEVEL: d.ackLevel ?? 'replica' }) };
+  return {
+    label: d.label,
+    design: d.design,
+    env: { SHARDSTOCK_MYSQL_URL: ctx.opts.mysqlUrl, SHARDSTOCK_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn', BENCH_NAMESPACE: d.namespace },
+  };
 }

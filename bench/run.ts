@@ -3,11 +3,11 @@
 import { cpus, loadavg } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { BenchContext } from './context.js';
-import { designRuns, startDesign } from './designs.js';
+import { designRuns, serverSpec, type DesignRun, type HostName, type ServerSpec } from './designs.js';
 import { LoadGenerators } from './load.js';
 import { HELP, parseOptions, UsageError, type BenchOptions } from './options.js';
 import { Progress } from './progress.js';
-import type { ServerHandle } from './servers.js';
+import { ServerHost } from './servers.js';
 import type { RunRecord } from './records.js';
 import { textTable } from './report/format.js';
 import { ratios, targets, type BenchReport } from './report/model.js';
@@ -15,17 +15,43 @@ import { RUN_HEAD, RUN_RIGHT, runRow } from './report/runs-table.js';
 import { writeReport } from './report/write.js';
 import { flashSale } from './scenarios/flash-sale.js';
 import { manyCoupons } from './scenarios/many-coupons.js';
-import { settlement } from './scenarios/settlement.js';
+import { settlement, settlementAvailable, settlementSpecs } from './scenarios/settlement.js';
 import { soldOutStorm } from './scenarios/sold-out-storm.js';
 import { deleteNamespace, ensureStack, recreateDatabase, stackPids } from './stack-info.js';
 
-/** Starts every server at once; if one fails, stops the others and fails. */
-async function startAll(starts: (() => Promise<ServerHandle>)[]): Promise<ServerHandle[]> {
-  const settled = await Promise.allSettled(starts.map((f) => f()));
-  const failed = settled.find((r) => r.status === 'rejected');
-  if (!failed) return settled.map((r) => (r as PromiseFulfilledResult<ServerHandle>).value);
-  await Promise.all(settled.map((r) => (r.status === 'fulfilled' ? r.value.stop() : undefined)));
-  throw failed.reason;
+/** Starts the server processes and, in them, every server, all at once; if anything fails, ends them all. */
+async function startServers(ctx: BenchContext, designs: DesignRun[], withSettlement: boolean) {
+  const names = new Set<HostName>(designs.map((d) => d.host));
+  if (withSettlement) names.add('service-2').add('settlement');
+  const hosts = new Map<HostName, ServerHost>();
+  const profile = (n: HostName) =>
+    ctx.opts.profile && n === 'service' ? ['--cpu-prof', '--cpu-prof-dir', `${ctx.opts.out}/profiles`, '--cpu-prof-name', `shardstock-${Date.now()}.cpuprofile`] : [];
+  const st = withSettlement ? settlementSpecs(ctx) : undefined;
+  const placed: [HostName, ServerSpec][] = [
+    ...designs.map((d): [HostName, ServerSpec] => [d.host, serverSpec(ctx, d)]),
+    ...(st ? ([['service-2', st.fillBatched], ['service-2', st.fillSingle], ['settlement', st.lag]] as [HostName, ServerSpec][]) : []),
+  ];
+  const started = await Promise.allSettled([...names].map(async (n) => {
+    const host = await ServerHost.start(n, profile(n));
+    hosts.set(n, host);
+    await host.preload(placed.filter(([h]) => h === n).map(([, s]) => s.design));
+  }));
+  const closeAll = () => Promise.all([...hosts.values()].map((h) => h.close()));
+  try {
+    for (const r of started) if (r.status === 'rejected') throw r.reason;
+    const add = ([host, spec]: [HostName, ServerSpec]) => hosts.get(host)!.add(spec.label, spec.design, spec.env);
+    // The first service server runs the migrations on the fresh database; the rest start after it, together.
+    const first = placed.findIndex(([, s]) => s.design === 'shardstock');
+    const firstServer = first >= 0 ? await add(placed[first]!) : undefined;
+    const servers = await Promise.all(placed.map((p, i) => (i === first ? firstServer! : add(p))));
+    const designServers = servers.slice(0, designs.length);
+    const [fillBatched, fillSingle, lag] = servers.slice(designs.length);
+    const settlementServers = st ? { fillBatched: fillBatched!, fillSingle: fillSingle!, lag: lag! } : undefined;
+    return { hosts, closeAll, designServers, settlementServers };
+  } catch (err) {
+    await closeAll();
+    throw err;
+  }
 }
 
 async function main(opts: BenchOptions): Promise<number> {
@@ -51,15 +77,18 @@ async function main(opts: BenchOptions): Promise<number> {
     },
   };
 
+  let closeAll = async (): Promise<unknown> => undefined;
   try {
-    // All servers start together (module loading dominates start-up on a small box); each is stopped, and
-    // its keys deleted, as soon as its scenarios are done.
+    // Servers start together (module loading dominates start-up on a small box); each is stopped, and its
+    // keys deleted, as soon as its scenarios are done.
     const designs = designRuns(ctx);
+    const withSettlement = opts.scenarios.includes('settlement') && settlementAvailable();
     const t0 = Date.now();
-    const servers = await startAll(designs.map((d) => () => startDesign(ctx, d)));
-    if (designs.length) progress.line(`[${elapsed()}] ${designs.length} servers started in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    const started = await startServers(ctx, designs, withSettlement);
+    closeAll = started.closeAll;
+    progress.line(`[${elapsed()}] ${started.hosts.size} server processes, ${designs.length + (withSettlement ? 3 : 0)} servers started in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     for (const [i, d] of designs.entries()) {
-      const server = servers[i]!;
+      const server = started.designServers[i]!;
       try {
         for (const sc of d.scenarios) {
           if (sc === 'flash-sale') await flashSale(ctx, server, d);
@@ -71,9 +100,11 @@ async function main(opts: BenchOptions): Promise<number> {
         await deleteNamespace(d.namespace).catch((err: Error) => progress.line(`clean-up of ${d.namespace} failed: ${err.message}`));
       }
     }
-    if (opts.scenarios.includes('settlement')) ctx.settlement = await settlement(ctx);
+    if (started.settlementServers) ctx.settlement = await settlement(ctx, started.settlementServers, started.hosts.get('settlement')!);
+    else if (opts.scenarios.includes('settlement')) ctx.settlement = { available: false, reason: 'src/settlement is not built yet (issue #4)', notes: [] };
   } finally {
     progress.clear();
+    await closeAll();
     await load.close();
   }
 

@@ -1,21 +1,17 @@
-// A server under test, in its own process so its CPU is measured on its own:
-//   shardstock  the real service (startApp) configured from SHARDSTOCK_* in the environment;
+// A process that hosts servers under test, so their CPU is measured apart from the load generator:
+//   shardstock  the real service (startApp) configured from the SHARDSTOCK_* env given for it;
 //   noop | single-key | lock | mysql   a baseline store behind the same startGrpcServer.
-// Serves IPC ops for the orchestrator: create, levels, cpu, stats, stop (see bench/servers.ts).
+// One process may host several servers (only one is under load at a time; module loading is most of a
+// start-up on a small box, so the benchmark groups them). IPC ops: preload, start, create, levels, stats, stop, cpu, exit.
+// Each design imports only what it needs.
 import { loadConfig } from '../src/config.js';
-import { startApp, type App } from '../src/app/app.js';
-import { startGrpcServer, type GrpcServer } from '../src/transport/grpc-server.js';
 import { createLogger } from '../src/util/logger.js';
-import { baselineHandlers } from './baselines/handlers.js';
-import { lockStore } from './baselines/lock.js';
-import { mysqlOnlyStore } from './baselines/mysql-only.js';
-import { noopStore } from './baselines/noop.js';
-import { connectBaselineCluster, waitClusterReady } from './baselines/redis.js';
-import { singleKeyStore } from './baselines/single-key.js';
 import type { BaselineStore } from './baselines/store.js';
 import { serveIpc } from './child.js';
-import type { CouponLevel, CouponSpec, CpuSample, ServerReady } from './design.js';
+import type { CouponLevel, CouponSpec, CpuSample } from './design.js';
 import { mapLimit } from './pool.js';
+
+type Env = Record<string, string | undefined>;
 
 interface Served {
   port: number;
@@ -25,9 +21,10 @@ interface Served {
   close(): Promise<void>;
 }
 
-async function serveService(): Promise<Served> {
-  const config = loadConfig(process.env);
-  const app: App = await startApp(config, createLogger(config.logLevel));
+async function serveService(env: Env): Promise<Served> {
+  const config = loadConfig(env);
+  const { startApp } = await import('../src/app/app.js');
+  const app = await startApp(config, createLogger(config.logLevel));
   return {
     port: app.grpcPort,
     async create(coupons) {
@@ -44,20 +41,28 @@ async function serveService(): Promise<Served> {
   };
 }
 
-async function serveBaseline(design: string): Promise<Served> {
-  const config = loadConfig(process.env);
-  const ns = process.env.BENCH_NAMESPACE ?? 'bench';
-  let store: BaselineStore;
-  let redis: ReturnType<typeof connectBaselineCluster> | undefined;
-  if (design === 'noop') store = noopStore();
-  else if (design === 'mysql') store = await mysqlOnlyStore(config.mysqlUrl);
-  else {
-    redis = connectBaselineCluster(config.redisNodes);
-    await waitClusterReady(redis);
-    store = design === 'lock' ? lockStore(redis, ns) : singleKeyStore(redis, ns);
+async function baselineStore(design: string, env: Env): Promise<{ store: BaselineStore; close(): Promise<void> }> {
+  const config = loadConfig(env);
+  const ns = env.BENCH_NAMESPACE ?? 'bench';
+  if (design === 'noop') return { store: (await import('./baselines/noop.js')).noopStore(), close: async () => {} };
+  if (design === 'mysql') return { store: await (await import('./baselines/mysql-only.js')).mysqlOnlyStore(config.mysqlUrl), close: async () => {} };
+  if (design === 'lock' || design === 'single-key') {
+    const { connectBaselineCluster, waitClusterReady } = await import('./baselines/redis.js');
+    const cluster = connectBaselineCluster(config.redisNodes);
+    await waitClusterReady(cluster);
+    const store = design === 'lock' ? (await import('./baselines/lock.js')).lockStore(cluster, ns) : (await import('./baselines/single-key.js')).singleKeyStore(cluster, ns);
+    return { store, close: async () => void (await cluster.quit()) };
   }
+  throw new Error(`unknown design ${JSON.stringify(design)}`);
+}
+
+async function serveBaseline(design: string, env: Env): Promise<Served> {
+  const config = loadConfig(env);
+  const { startGrpcServer } = await import('../src/transport/grpc-server.js');
+  const { baselineHandlers } = await import('./baselines/handlers.js');
+  const { store, close } = await baselineStore(design, env);
   const log = createLogger(config.logLevel, { design });
-  const grpc: GrpcServer = await startGrpcServer('127.0.0.1:0', baselineHandlers(store), {
+  const grpc = await startGrpcServer('127.0.0.1:0', baselineHandlers(store), {
     maxMessageBytes: config.maxMessageBytes,
     onUnexpected: (method, err) => log.error({ method, err }, 'call failed'),
   });
@@ -72,31 +77,48 @@ async function serveBaseline(design: string): Promise<Served> {
     async close() {
       await new Promise<void>((r) => grpc.server.tryShutdown(() => r()));
       await store.close();
-      await redis?.quit();
+      await close();
     },
   };
 }
 
-const design = process.argv[2] ?? '';
-try {
-  const served = design === 'shardstock' ? await serveService() : await serveBaseline(design);
-  serveIpc({
-    create: (a: { coupons: CouponSpec[] }) => served.create(a.coupons),
-    levels: (a: { ids: string[] }) => served.levels(a.ids),
-    cpu: async (): Promise<CpuSample> => {
-      const c = process.cpuUsage();
-      return { userUs: c.user, systemUs: c.system };
-    },
-    stats: async () => served.stats(),
-    stop: async () => {
-      await served.close();
-      // Exit after the reply is out; --cpu-prof writes its profile on a normal exit.
-      setTimeout(() => process.exit(0), 50);
-    },
-  });
-  const ready: ServerReady = { type: 'ready', port: served.port, pid: process.pid };
-  process.send!(ready);
-} catch (err) {
-  process.send!({ type: 'failed', error: (err as Error).stack ?? String(err) });
-  setTimeout(() => process.exit(1), 50);
+const servers = new Map<string, Served>();
+
+function served(label: string): Served {
+  const s = servers.get(label);
+  if (!s) throw new Error(`no server ${label} in this process`);
+  return s;
 }
+
+serveIpc({
+  /** Loads the modules the given designs need, so processes can do it side by side before any server starts. */
+  preload: async (a: { designs: string[] }) => {
+    if (a.designs.includes('shardstock')) await import('../src/app/app.js');
+    if (a.designs.some((d) => d !== 'shardstock')) await Promise.all([import('../src/transport/grpc-server.js'), import('./baselines/handlers.js')]);
+  },
+  start: async (a: { label: string; design: string; env: Record<string, string> }) => {
+    const env = { ...process.env, ...a.env };
+    const s = a.design === 'shardstock' ? await serveService(env) : await serveBaseline(a.design, env);
+    servers.set(a.label, s);
+    return { port: s.port };
+  },
+  create: (a: { label: string; coupons: CouponSpec[] }) => served(a.label).create(a.coupons),
+  levels: (a: { label: string; ids: string[] }) => served(a.label).levels(a.ids),
+  stats: async (a: { label: string }) => served(a.label).stats(),
+  stop: async (a: { label: string }) => {
+    const s = servers.get(a.label);
+    servers.delete(a.label);
+    await s?.close();
+  },
+  cpu: async (): Promise<CpuSample> => {
+    const c = process.cpuUsage();
+    return { userUs: c.user, systemUs: c.system };
+  },
+  exit: async () => {
+    await Promise.all([...servers.values()].map((s) => s.close().catch(() => {})));
+    servers.clear();
+    // Exit after the reply is out; --cpu-prof writes its profile on a normal exit.
+    setTimeout(() => process.exit(0), 50);
+  },
+});
+process.send!({ type: 'ready', pid: process.pid });

@@ -1,10 +1,12 @@
 // The benchmark is a tool, not a test: this only proves `npm run bench -- --quick` works end to end on a tiny
 // configuration and that every design stayed exact. No timing is asserted.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createConnection } from 'mysql2/promise';
 import { afterAll, describe, expect, test } from 'vitest';
 import type { BenchReport } from '../bench/report/model.js';
 
@@ -27,7 +29,14 @@ function bench(args: string[], timeoutMs: number): Promise<{ code: number | null
 
 describe('npm run bench', () => {
   const out = mkdtempSync(join(tmpdir(), 'shardstock-bench-'));
-  afterAll(() => rmSync(out, { recursive: true, force: true }));
+  // Its own database: the benchmark recreates the one it is given, and other suites may run a benchmark too.
+  const db = `shardstock_bench_smoke_${randomBytes(4).toString('hex')}`;
+  afterAll(async () => {
+    rmSync(out, { recursive: true, force: true });
+    const conn = await createConnection({ host: '127.0.0.1', port: 3306, user: 'root' });
+    await conn.query(`drop database if exists \`${db}\``);
+    await conn.end();
+  });
 
   test('when --help is given, then it lists the scenarios and the options and exits 0', async () => {
     const r = await bench(['--help'], 30_000);
@@ -46,11 +55,11 @@ describe('npm run bench', () => {
   test('when --quick runs a tiny configuration, then the report files exist, parse, and every design sold no unit beyond its stock', async () => {
     const r = await bench([
       '--quick', '--out', out, '--no-docs', '--no-progress',
-      '--mysql-url', 'mysql://root@127.0.0.1:3306/shardstock_bench_smoke',
+      '--mysql-url', `mysql://root@127.0.0.1:3306/${db}`,
       '--concurrency', '32', '--storm-concurrency', '32',
       '--stock', '400', '--slow-stock', '100', '--shards', '4',
       '--coupons', '20', '--coupon-stock', '10', '--duration', '0.5',
-      '--settle-events', '200', '--max-run', '4',
+      '--settle-events', '100', '--max-run', '3',
     ], 240_000);
     expect(r.code, `bench exited ${r.code}\n${r.stderr}\n${r.stdout}`).toBe(0);
     for (const f of ['report.json', 'report.md', 'chart.svg']) expect(existsSync(join(out, f)), f).toBe(true);

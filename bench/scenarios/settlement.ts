@@ -7,11 +7,11 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/config.js';
 import { CALL_TIMEOUT_MS, type BenchContext } from '../context.js';
-import { serviceEnv } from '../designs.js';
+import { serviceEnv, type ServerSpec } from '../designs.js';
 import { SUCCESS_BUCKET_MS } from '../load-types.js';
 import { sleep } from '../pool.js';
 import type { SettlementRecord } from '../records.js';
-import { startServer, type ServerHandle } from '../servers.js';
+import type { ServerHandle, ServerHost } from '../servers.js';
 import { deleteNamespace, deleteSettlementStream } from '../stack-info.js';
 
 const POLL_MS = 50;
@@ -60,10 +60,11 @@ async function waitSettled(ctx: BenchContext, server: ServerHandle, id: string, 
 const drainNamespace = (ctx: BenchContext, tag: string) => `${ctx.runId}t${tag}`;
 
 /** A server with no workers that fills a drain run's backlog. */
-const startFiller = (ctx: BenchContext, tag: string) =>
-  startServer(`settle-fill-${tag}`, 'shardstock', serviceEnv(ctx, drainNamespace(ctx, tag), { SHARDSTOCK_ACK_LEVEL: 'leader' }));
+const fillerSpec = (ctx: BenchContext, tag: string): ServerSpec => ({
+  label: `settle-fill-${tag}`, design: 'shardstock', env: serviceEnv(ctx, drainNamespace(ctx, tag), { SHARDSTOCK_ACK_LEVEL: 'leader' }),
+});
 
-async function drain(ctx: BenchContext, noWorkers: ServerHandle, events: number, settleBatch: number | undefined, tag: string, timeoutMs: number) {
+async function drain(ctx: BenchContext, noWorkers: ServerHandle, host: ServerHost, events: number, settleBatch: number | undefined, tag: string, timeoutMs: number) {
   const ns = drainNamespace(ctx, tag);
   const id = `${ctx.runId}-st-${tag}`;
   let sold = 0;
@@ -72,7 +73,7 @@ async function drain(ctx: BenchContext, noWorkers: ServerHandle, events: number,
   } finally {
     await noWorkers.stop();
   }
-  const workers = await startServer(`settle-drain-${tag}`, 'shardstock', serviceEnv(ctx, ns, {
+  const workers = await host.add(`settle-drain-${tag}`, 'shardstock', serviceEnv(ctx, ns, {
     SHARDSTOCK_WORKERS: 'relay,settle', ...(settleBatch ? { SHARDSTOCK_SETTLE_BATCH: String(settleBatch) } : {}),
   }));
   try {
@@ -80,10 +81,11 @@ async function drain(ctx: BenchContext, noWorkers: ServerHandle, events: number,
     await workers.create([{ id, stock: events, shards: ctx.opts.shards }]);
     const samples = await waitSettled(ctx, workers, id, sold, `settlement: draining ${tag}`, timeoutMs);
     ctx.progress.clear();
-    // From the first poll that saw progress (minus one poll interval) to the last.
+    // From the last poll before progress to the last poll. The relay may have started before the first poll
+    // (its first sweep finds recent coupons with a backlog): then the rate is over the window observed.
     const firstMoving = samples.findIndex((s) => s.settled > 0);
     const last = samples[samples.length - 1]!;
-    const from = firstMoving > 0 ? samples[firstMoving - 1]! : { atMs: samples[0]!.atMs - POLL_MS, settled: 0 };
+    const from = samples[Math.max(0, firstMoving - 1)]!;
     const seconds = Math.max(0.001, (last.atMs - from.atMs) / 1000);
     return { events: last.settled - from.settled, seconds, eventsPerS: (last.settled - from.settled) / seconds, settleBatch: settleBatch ?? loadConfig({}).settleBatch, complete: last.settled >= sold, sold };
   } finally {
@@ -138,31 +140,36 @@ async function lagDuringFlashSale(ctx: BenchContext, server: ServerHandle, units
   }
 }
 
-export async function settlement(ctx: BenchContext): Promise<SettlementRecord> {
-  if (!existsSync(SETTLEMENT_DIR)) {
-    return { available: false, reason: 'src/settlement is not built yet (issue #4)', notes: [] };
-  }
+export interface SettlementServers {
+  fillBatched: ServerHandle;
+  fillSingle: ServerHandle;
+  lag: ServerHandle;
+}
+
+/** Started with everything else: two fillers (no workers) and the lag server (relay + settle). The drain
+ * servers start later in `drainHost`, each once its backlog is in place. */
+export function settlementSpecs(ctx: BenchContext): { fillBatched: ServerSpec; fillSingle: ServerSpec; lag: ServerSpec } {
+  return {
+    fillBatched: fillerSpec(ctx, 'b'),
+    fillSingle: fillerSpec(ctx, '1'),
+    lag: { label: 'settle-lag', design: 'shardstock', env: serviceEnv(ctx, lagNamespace(ctx), { SHARDSTOCK_WORKERS: 'relay,settle' }) },
+  };
+}
+
+export const settlementAvailable = () => existsSync(SETTLEMENT_DIR);
+
+export async function settlement(ctx: BenchContext, servers: SettlementServers, drainHost: ServerHost): Promise<SettlementRecord> {
   const notes: string[] = [];
   const events = ctx.opts.settleEvents;
-  // Fillers and the lag server start together; each drain server starts once its backlog is in place.
-  const started = await Promise.allSettled([
-    startFiller(ctx, 'b'),
-    startFiller(ctx, '1'),
-    startServer('settle-lag', 'shardstock', serviceEnv(ctx, lagNamespace(ctx), { SHARDSTOCK_WORKERS: 'relay,settle' })),
-  ]);
-  const servers = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   try {
-    const failed = started.find((r) => r.status === 'rejected');
-    if (failed) throw failed.reason;
-    const [fillB, fill1, lagServer] = servers as [ServerHandle, ServerHandle, ServerHandle];
-    const batched = await drain(ctx, fillB, events, undefined, 'b', ctx.opts.maxRunS * 2000);
+    const batched = await drain(ctx, servers.fillBatched, drainHost, events, undefined, 'b', ctx.opts.maxRunS * 2000);
     if (!batched.complete) notes.push(`batched drain stopped before the end: ${batched.events} of ${batched.sold} settled`);
     ctx.progress.line(`settlement batched: ${Math.round(batched.eventsPerS).toLocaleString('en')} events/s (${batched.events} events in ${batched.seconds.toFixed(2)} s)`);
     // One event per transaction is slow: a smaller backlog, and the rate from what settled within --max-run.
-    const single = await drain(ctx, fill1, Math.min(events, ctx.opts.quick ? 500 : 10_000), 1, '1', ctx.opts.maxRunS * 1000);
+    const single = await drain(ctx, servers.fillSingle, drainHost, Math.min(events, ctx.opts.quick ? 500 : 10_000), 1, '1', ctx.opts.maxRunS * 1000);
     if (!single.complete) notes.push(`one-per-transaction drain stopped by --max-run: ${single.events} of ${single.sold} settled`);
     ctx.progress.line(`settlement one per transaction: ${Math.round(single.eventsPerS).toLocaleString('en')} events/s`);
-    const lag = await lagDuringFlashSale(ctx, lagServer, events);
+    const lag = await lagDuringFlashSale(ctx, servers.lag, events);
     if (lag.oversold > 0) notes.push(`OVERSOLD: ${lag.oversold} units beyond the stock in the lag run`);
     if (lag.measured < lag.units) notes.push(`lag measured for ${lag.measured} of ${lag.units} units (the rest did not settle within the time limit)`);
     notes.push(`lag is read by polling MySQL every ${POLL_MS} ms through GetStock: figures carry up to ~${POLL_MS} ms of sampling error`);
@@ -176,6 +183,6 @@ export async function settlement(ctx: BenchContext): Promise<SettlementRecord> {
       notes,
     };
   } finally {
-    await Promise.all(servers.map((sv) => sv.stop()));
+    await Promise.all([servers.fillBatched.stop(), servers.fillSingle.stop(), servers.lag.stop()]);
   }
 }
