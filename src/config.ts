@@ -38,6 +38,9 @@ export interface Config {
   ackLevel: AckLevel;
   /** SHARDSTOCK_WAIT_TIMEOUT_MS — how long a `replica` ack waits for the replica before the call fails UNAVAILABLE. Default 200. */
   waitTimeoutMs: number;
+  /** SHARDSTOCK_ACK_REPLICAS — how many replicas a `replica` ack waits for. Set it to the replicas per master
+   *  when there are several: Redis promotes the most up-to-date replica by preference, not by rule. Default 1. */
+  ackReplicas: number;
   /** SHARDSTOCK_WORKERS — background roles this instance runs: relay, settle, sweep, reconcile (comma-separated, or `none`). Default all. */
   workers: Set<'relay' | 'settle' | 'sweep' | 'reconcile'>;
   /** SHARDSTOCK_RELAY_BATCH — outbox events read and published per batch. Default 1000. */
@@ -256,6 +259,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     soldOutTtlMs: int(env, 'SHARDSTOCK_SOLD_OUT_TTL_MS', 2000, 0, 600_000),
     ackLevel,
     waitTimeoutMs: int(env, 'SHARDSTOCK_WAIT_TIMEOUT_MS', 200, 1, 60_000),
+    ackReplicas: int(env, 'SHARDSTOCK_ACK_REPLICAS', 1, 1, 16),
     workers,
     relayBatch: int(env, 'SHARDSTOCK_RELAY_BATCH', 1000, 1, 10_000),
     settleBatch: int(env, 'SHARDSTOCK_SETTLE_BATCH', 1000, 1, 10_000),

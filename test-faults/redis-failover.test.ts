@@ -124,6 +124,9 @@ describe('a Redis master SIGKILLed during a flash sale', () => {
       const level = (await t.client.getStock({ couponId: sale.couponId })).level!;
       expect(Number(level.deducted + level.available)).toBe(stock);
 
+      // The instance noticed the new master and fenced its slots until it could honour the ack level.
+      expect(t.app.fence?.stats.fences).toBeGreaterThanOrEqual(1);
+      expect(t.app.fence?.fencedSlots).toBe(0);
       const servedAgain = firstServedAfter(r, sale.victimShards, times.promotedAt);
       expect(servedAgain).toBeDefined();
       expect(servedAgain! - times.promotedAt).toBeLessThan(20_000);
@@ -169,6 +172,9 @@ describe('a Redis master SIGKILLed during a flash sale', () => {
       // Oversell is bounded by the acknowledged writes the dead master took with it.
       expect(r.deducted.size).toBeLessThanOrEqual(stock + lost.length);
 
+      // The instance noticed the new master and fenced its slots until it could honour the ack level.
+      expect(t.app.fence?.stats.fences).toBeGreaterThanOrEqual(1);
+      expect(t.app.fence?.fencedSlots).toBe(0);
       const servedAgain = firstServedAfter(r, sale.victimShards, times.promotedAt);
       expect(servedAgain).toBeDefined();
       expect(servedAgain! - times.promotedAt).toBeLessThan(10_000);

@@ -90,6 +90,18 @@ describe('replica acknowledgement (WAIT on the owning master)', () => {
     await cluster.waitHealthy();
   });
 
+  it('when SHARDSTOCK_ACK_REPLICAS asks for more replicas than a master has, then no Deduct is acknowledged', async () => {
+    const strict = await startTestApp({ SHARDSTOCK_REDIS_NODES: cluster.seeds, SHARDSTOCK_ACK_REPLICAS: '2', SHARDSTOCK_WAIT_TIMEOUT_MS: '100', SHARDSTOCK_NAMESPACE: replicaApp.namespace });
+    try {
+      const { couponId } = await oneShardCoupon(10);
+      const err = await strict.client.deduct({ couponId, requestId: 'two', quantity: 1n }).then(() => null, (e: ServiceError) => e);
+      expect(err?.code).toBe(status.UNAVAILABLE);
+      expect(err?.details).toMatch(/cannot be reached|replica/);
+    } finally {
+      await strict.close();
+    }
+  });
+
   it('when the replica is frozen, then a replica-level Compensate fails UNAVAILABLE and its retry compensates once', async () => {
     const { couponId, replica } = await oneShardCoupon(10);
     await replicaApp.client.deduct({ couponId, requestId: 'c1', quantity: 3n });

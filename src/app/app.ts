@@ -92,10 +92,11 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
   const orm = await openOrm({ url: config.mysqlUrl, tls: tlsMaterial(config.mysqlTls) });
   const nats = await connectNats({ servers: config.natsUrl.split(','), name: `shardstock-${config.instanceId}`, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
 
-  const replicaAck = config.ackLevel === 'replica' ? new ReplicaAck(redis, config.waitTimeoutMs) : undefined;
+  const replicaAck = config.ackLevel === 'replica' ? new ReplicaAck(redis, config.waitTimeoutMs, config.ackReplicas) : undefined;
   const fence = config.failoverFence
     ? new FailoverFence(redis, {
         ackLevel: config.ackLevel,
+        replicas: config.ackReplicas,
         onFenced: (e) => log.warn(e, 'redis slots changed master: writes to them fenced until the new master is confirmed'),
         onReopened: (e) => log.info(e, 'redis slots reopened after failover'),
       })

@@ -21,6 +21,8 @@ export interface FenceEvent {
 
 export interface FailoverFenceOptions {
   ackLevel: AckLevel;
+  /** Replicas a `replica` ack waits for (SHARDSTOCK_ACK_REPLICAS): the fence lifts when that many are online. Default 1. */
+  replicas?: number | undefined;
   /** How often a fenced master is re-checked. Default 100 ms. */
   pollMs?: number | undefined;
   onFenced?: ((e: FenceEvent) => void) | undefined;
@@ -148,7 +150,7 @@ export class FailoverFence {
     );
   }
 
-  /** Whether `node` answers as a master and, at `replica` level, has a replica online. */
+  /** Whether `node` answers as a master and, at `replica` level, has enough replicas online. */
   private async ready(node: string): Promise<boolean> {
     const conn: Redis | undefined = this.cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === node);
     if (!conn) {
@@ -159,7 +161,8 @@ export class FailoverFence {
     try {
       const info = await conn.info('replication');
       if (!/^role:master\s*$/m.test(info)) return false;
-      return this.options.ackLevel === 'leader' || /^slave\d+:.*state=online/m.test(info);
+      if (this.options.ackLevel === 'leader') return true;
+      return (info.match(/^slave\d+:.*state=online/gm)?.length ?? 0) >= (this.options.replicas ?? 1);
     } catch {
       return false;
     }
