@@ -40,7 +40,8 @@ export function rawHttp2Transport(addr: string, connections: number, timeoutMs: 
       try {
         stream = session.request(headers);
       } catch (err) {
-        onReply(-1, undefined, (err as Error).message);
+        // A closed session throws at once: answer on the next turn, never recursively.
+        setImmediate(() => onReply(-1, undefined, (err as Error).message));
         return;
       }
       stream.on('response', (h) => {

@@ -13,6 +13,7 @@ import { GrpcCode } from '../src/transport/status.js';
 const CODE_NAMES = new Map<number, string>(Object.entries(GrpcCode).map(([k, v]) => [v, k]));
 
 let stopRequested = false;
+const MAX_FAILURES_IN_A_ROW = 2_000;
 
 function run(job: LoadJob): Promise<LoadResult> {
   stopRequested = false;
@@ -32,6 +33,7 @@ function run(job: LoadJob): Promise<LoadResult> {
   let deducted = 0;
   let soldOut = 0;
   let failed = 0;
+  let failedInARow = 0;
   let stopping = false;
 
   return new Promise((resolve) => {
@@ -72,6 +74,7 @@ function run(job: LoadJob): Promise<LoadResult> {
         const sec = Math.floor((now - t0) / 1000);
         perSecond[sec] = (perSecond[sec] ?? 0) + 1;
         if (status === 0 && body) {
+          failedInARow = 0;
           const outcome = fromBinary(DeductResponseSchema, body).outcome;
           const name = DeductOutcome[outcome] ?? String(outcome);
           outcomes[name] = (outcomes[name] ?? 0) + 1;
@@ -89,6 +92,8 @@ function run(job: LoadJob): Promise<LoadResult> {
           const name = status < 0 ? 'transport' : (CODE_NAMES.get(status) ?? String(status));
           errors[name] = (errors[name] ?? 0) + 1;
           firstError ??= `${name}: ${detail ?? ''}`;
+          // A server that is gone answers nothing but failures: end the run instead of spinning.
+          if (++failedInARow >= MAX_FAILURES_IN_A_ROW) stopping = true;
         }
         fire();
       });

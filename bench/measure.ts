@@ -66,7 +66,8 @@ export function record(
     elapsedS: s.elapsedS,
     throughput: s.throughput,
     deductRate: s.deductRate,
-    peakSecond: Math.max(0, ...s.perSecond.slice(0, Math.max(1, Math.floor(s.elapsedS)))),
+    // Whole seconds only (the last one is partial); a run shorter than a second has its mean.
+    peakSecond: s.elapsedS >= 1 ? Math.max(0, ...s.perSecond.slice(0, Math.floor(s.elapsedS))) : s.throughput,
     perSecond: s.perSecond,
     p50Ms: s.p50Ms,
     p99Ms: s.p99Ms,

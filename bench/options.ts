@@ -69,7 +69,7 @@ Options:
   --designs LIST          see above
   --concurrency LIST      flash-sale sweep of in-flight requests (default 64,256,1024; quick 256)
   --stock N               hot-coupon units for shardstock / noop / single-key (default 200000; quick 5000)
-  --slow-stock N          hot-coupon units for mysql / lock (default 20000; quick 1000)
+  --slow-stock N          hot-coupon units for mysql / lock (default 20000; quick 500)
   --shards N              shards of the hot coupon (default 16)
   --max-run S             longest single run in seconds (default 60; quick 5)
   --coupons N             coupons in many-coupons (default 10000; quick 200)
@@ -163,7 +163,7 @@ export function parseOptions(argv: string[]): BenchOptions | undefined {
     designs: list(v.designs ?? DESIGNS.join(','), DESIGNS, 'design'),
     concurrency: [...new Set(concurrency)].sort((a, b) => a - b),
     stock: int('stock', v.stock, quick ? 5_000 : 200_000),
-    slowStock: int('slow-stock', v['slow-stock'], quick ? 1_000 : 20_000),
+    slowStock: int('slow-stock', v['slow-stock'], quick ? 500 : 20_000),
     shards: int('shards', v.shards, 16, 1024),
     maxRunS: positive('max-run', v['max-run'], quick ? 5 : 60, 3600),
     coupons: int('coupons', v.coupons, quick ? 200 : 10_000, 1_000_000),

@@ -31,8 +31,7 @@ export function markdown(rep: BenchReport, chartPath: string): string {
     out.push('');
     out.push(markdownTable(RUN_HEAD.slice(1), rs.map((r) => runRow(r).slice(1)), RUN_RIGHT.slice(1)));
     out.push('');
-    const notes = rs.flatMap((r) => r.notes.map((n) => `- ${r.design} (${r.concurrency}): ${n}`));
-    if (notes.length) out.push(...notes, '');
+    out.push(...notesOf(rs));
     if (sc === 'flash-sale') {
       out.push(`Stock: ${int(o.stock)} units for shardstock / noop / single-key, ${int(o.slowStock)} for mysql / lock; ${o.shards} shards. `
         + 'CPU columns: server = the process under test, % of one core; client = the load generator\'s CPU per call; redis = all six nodes; machine = % of all cores.');
@@ -68,3 +67,11 @@ export function markdown(rep: BenchReport, chartPath: string): string {
   return out.join('\n');
 }
 
+
+/** Run notes as a list; a note every run of the table shares is said once. */
+function notesOf(rs: BenchReport['runs']): string[] {
+  const byText = new Map<string, string[]>();
+  for (const r of rs) for (const n of r.notes) byText.set(n, [...(byText.get(n) ?? []), `${r.design} (${r.concurrency})`]);
+  const lines = [...byText].map(([n, who]) => (who.length === rs.length && rs.length > 1 ? `- ${n}` : `- ${who.join(', ')}: ${n}`));
+  return lines.length ? [...lines, ''] : [];
+}

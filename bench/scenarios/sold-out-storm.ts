@@ -6,12 +6,13 @@ import { measuredLoad, record } from '../measure.js';
 import type { ServerHandle } from '../servers.js';
 import { diffStats } from './flash-sale.js';
 
+/** Units sold before the storm: at most 1,000, and a fifth of the design's flash-sale stock. */
 const STORM_STOCK = 1_000;
 
 export async function soldOutStorm(ctx: BenchContext, server: ServerHandle, d: DesignRun): Promise<void> {
   const { opts } = ctx;
   const id = `${ctx.runId}-so-${d.label}`;
-  const stock = Math.min(STORM_STOCK, opts.stock);
+  const stock = Math.min(STORM_STOCK, Math.ceil((d.slow ? opts.slowStock : opts.stock) / 5));
   await server.create([{ id, stock, shards: opts.shards }]);
   const base = {
     addr: server.addr, client: opts.client, connections: opts.connections,
