@@ -2,6 +2,7 @@
 // message is harmless: an instance's sold-out flag also expires on its own.
 import { StringCodec, type NatsConnection, type Subscription } from 'nats';
 import type { StockSignals } from '../domain/ports.js';
+import { subjectToken } from '../watch/level-bus.js';
 
 const sc = StringCodec();
 
@@ -24,7 +25,8 @@ export class NatsStockSignals implements StockSignals {
 
   stockReturned(couponId: string): void {
     try {
-      this.nc.publish(`${this.subjectPrefix}.signals.returned.${couponId}`, sc.encode(couponId));
+      // The payload carries the id; the subject token is escaped so ids with dots stay one token.
+      this.nc.publish(`${this.subjectPrefix}.signals.returned.${subjectToken(couponId)}`, sc.encode(couponId));
     } catch {
       // Connection closed or draining: other instances fall back to their flag's TTL.
     }

@@ -1,5 +1,5 @@
 // Stock-level news between instances over NATS core: "coupon X changed" pings on <ns>.levels.<coupon> and
-// low-stock events on <ns>.events.low_stock.<coupon>. A ping carries no level: each instance that has
+// low-stock events on <ns>.alerts.low_stock.<coupon>. A ping carries no level: each instance that has
 // watchers reads the level itself, so levels from several publishers can never arrive out of order.
 import { StringCodec, type NatsConnection, type Subscription } from 'nats';
 
@@ -32,7 +32,7 @@ export class LevelBus {
   }
 
   lowStockSubject(couponId: string): string {
-    return `${this.namespace}.events.low_stock.${subjectToken(couponId)}`;
+    return `${this.namespace}.alerts.low_stock.${subjectToken(couponId)}`;
   }
 
   /** Tells every instance (this one included: NATS echoes) that the coupon's level changed. */
