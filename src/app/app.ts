@@ -146,8 +146,8 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
   const onUnexpected = () => {};
   const readiness = new Readiness([
     { name: 'redis', ping: () => redis.ping() },
-    { name: 'mysql', ping: () => orm.em.fork().getConnection().execute('select 1') },
-    { name: 'nats', ping: () => nats.flush() },
+    { name: 'mysql', ping: () => orm.em.fork().getConnection().execute('select 1'), critical: false },
+    { name: 'nats', ping: () => nats.flush(), critical: false },
   ]);
   registerAppMetrics(metrics, {
     deductStats: deduct.stats, readiness: () => readiness.current(), watch,

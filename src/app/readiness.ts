@@ -1,17 +1,24 @@
 // Whether this instance can do its job right now: Redis Cluster, NATS and MySQL each answer a ping. Polled,
 // so /readyz, grpc.health.v1 and metrics all read the same cached answer and a probe never piles up calls.
+// Only critical dependencies decide readiness: Deduct and Compensate need Redis alone (events wait in the
+// outbox while NATS or MySQL are away), so an outage there must not pull every instance out of rotation
+// and stop the sale; it shows as `degraded` instead.
 export interface Dependency {
   name: string;
   ping(): Promise<unknown>;
+  /** Default true. */
+  critical?: boolean;
 }
 
 export interface ReadinessState {
   ready: boolean;
+  /** Non-critical dependencies that do not answer: serving goes on, settlement or admin calls wait. */
+  degraded: string[];
   checks: Record<string, { ok: boolean; error?: string; checkedAt: string }>;
 }
 
 export class Readiness {
-  private state: ReadinessState = { ready: false, checks: {} };
+  private state: ReadinessState = { ready: false, degraded: [], checks: {} };
   private timer: NodeJS.Timeout | undefined;
   private readonly listeners = new Set<(ready: boolean) => void>();
 
@@ -42,9 +49,10 @@ export class Readiness {
         }
       }),
     );
-    const ready = Object.values(checks).every((c) => c.ok);
+    const ready = this.deps.every((d) => d.critical === false || checks[d.name]?.ok);
+    const degraded = this.deps.filter((d) => d.critical === false && !checks[d.name]?.ok).map((d) => d.name);
     const changed = ready !== this.state.ready;
-    this.state = { ready, checks };
+    this.state = { ready, degraded, checks };
     if (changed) for (const l of this.listeners) l(ready);
     return this.state;
   }
