@@ -74,6 +74,7 @@ describe('settlement of a concurrent run', () => {
 
     const rec = await settled(a.client, id);
     const f = await ledgerFigures(a.app, id);
+    if (process.env.TEST_TRACE) console.log(JSON.stringify({ a: a.app.settlement.stats.settle, b: b.app.settlement.stats.settle, anomalies: f.anomalies }));
     expect(f.duplicates).toBe(0);
     expect(f.anomalies).toEqual([]);
     expect(f.deductRows).toBe(deductions);
@@ -143,7 +144,7 @@ describe('duplicates', () => {
           ledger: r.app.settlement.ledger,
           refunds: new RedisRefundStore(r.app.redis, r.namespace),
           signals: { stockReturned: () => {}, onStockReturned: () => () => {} },
-          othersInFlight: (c, n) => r.app.settlement.inFlight.othersInFlight(c, n),
+          compensationsInFlight: (c) => r.app.settlement.inFlight.compensationsInFlight(c),
           stats,
         },
         { batch: 10, maxDeliver: 3 },
@@ -232,6 +233,29 @@ describe('anomalies', () => {
     expect(Object.fromEntries(rows.map((r) => [r.event_id, r.reason]))).toEqual({ [eventId(ghost)]: 'unknown_coupon', [garbageId]: 'unparsable_message' });
     await waitFor('the poison to leave the stream', () => a.app.settlement.stream.pending(unknown), (n) => n === 0);
     expect(await a.app.settlement.stream.pending(garbageId)).toBe(0);
+  });
+});
+
+describe('periodic reconciler', () => {
+  it('when a coupon drifts, then the periodic reconciler reports it after consecutive runs, and a consistent coupon stays clean', async () => {
+    const r = await startTestApp({ SHARDSTOCK_WORKERS: 'reconcile', SHARDSTOCK_RECONCILE_INTERVAL_MS: '300', SHARDSTOCK_NAMESPACE: a.namespace, SHARDSTOCK_INSTANCE_ID: 'reconciler' });
+    try {
+      const [good, bad] = [uniqueId(), uniqueId()];
+      for (const id of [good, bad]) {
+        await r.client.createCoupon({ couponId: id, totalStock: 30n, shardCount: 2 });
+        await r.client.deduct({ couponId: id, requestId: 'q-1', quantity: 2n });
+      }
+      await a.app.orm.em.fork().execute('update coupon set settled_remaining = settled_remaining - 3 where id = ?', [bad]);
+      const stats = r.app.settlement.stats.reconcile;
+      await waitFor('the drift to persist', async () => stats.lastDrift.get(bad), (d) => (d?.consecutive ?? 0) >= 2, 20_000, 100);
+      await settled(r.client, good);
+      await waitFor('a clean run of the good coupon', async () => stats.lastDrift.get(good), (d) => d?.consecutive === 0 && d.checkedAt.getTime() > Date.now() - 1000, 20_000, 100);
+      expect(stats.lastDrift.get(bad)).toMatchObject({ ledgerDrift: -3, redisDrift: 3 });
+      expect(stats.persistentDrift).toBeGreaterThanOrEqual(1);
+      expect(r.app.settlement.figures()).toMatchObject({ reconcileInconsistent: 1, reconcileDriftUnits: 6 });
+    } finally {
+      await r.close();
+    }
   });
 });
 

@@ -8,6 +8,7 @@
 import type { Coupon, ShardRef } from '../domain/ports.js';
 import { allShards } from '../domain/routing.js';
 import type { Logger } from '../util/logger.js';
+import { Stoppable } from './stoppable.js';
 import { eventId, encodeEvent, subjectToken } from './event.js';
 import type { OutboxEntry, OutboxStreams } from './outbox.js';
 import type { RelayStats } from './stats.js';
@@ -48,13 +49,12 @@ interface ShardState {
 }
 
 const encoder = new TextEncoder();
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class Relay {
   private readonly shards = new Map<string, ShardState>();
   /** Coupons found through MySQL with a non-empty outbox, kept until it is empty. */
   private readonly discovered = new Map<string, Coupon>();
-  private running = false;
+  private readonly state = new Stoppable();
   private loop: Promise<void> | undefined;
   private lastSweep = 0;
   private sweeps = 0;
@@ -70,19 +70,19 @@ export class Relay {
   ) {}
 
   start(): this {
-    this.running = true;
+    this.state.running = true;
     this.loop = this.run();
     return this;
   }
 
   async stop(): Promise<void> {
-    this.running = false;
+    this.state.stop();
     await this.loop;
   }
 
   private async run(): Promise<void> {
     let failures = 0;
-    while (this.running) {
+    while (this.state.running) {
       try {
         if (Date.now() - this.lastSweep >= this.options.sweepIntervalMs) {
           this.lastSweep = Date.now();
@@ -90,11 +90,11 @@ export class Relay {
         }
         const n = await this.pass();
         failures = 0;
-        if (n === 0) await sleep(this.options.pollMs ?? 50);
+        if (n === 0) await this.state.pause(this.options.pollMs ?? 50);
       } catch (err) {
         failures++;
         this.log?.warn({ err: (err as Error)?.message }, 'relay pass failed');
-        await sleep(Math.min(5000, 100 * 2 ** failures));
+        await this.state.pause(Math.min(5000, 100 * 2 ** failures));
       }
     }
   }
@@ -139,21 +139,22 @@ export class Relay {
   /** Publishes and, per shard, removes what JetStream stored. */
   private async relay(work: { s: ShardState; entries: OutboxEntry[] }[]): Promise<number> {
     const jobs = work.flatMap(({ s, entries }) => entries.map((entry) => ({ s, entry, ok: false })));
-    for (let i = 0; i < jobs.length; i += this.options.batch) {
-      await Promise.all(
-        jobs.slice(i, i + this.options.batch).map(async (job) => {
-          try {
-            const r = await this.publish(job.s.ref, job.entry);
-            if (r === 'duplicate') this.stats.duplicates++;
-            else this.stats.published++;
-            job.ok = true;
-          } catch {
-            this.stats.publishFailures++;
-            job.s.dirty = true;
-          }
-        }),
-      );
-    }
+    // A window of `batch` publishes in flight at all times (not batch after batch: no stall on the slowest ack).
+    let next = 0;
+    const publisher = async () => {
+      for (let job = jobs[next++]; job; job = jobs[next++]) {
+        try {
+          const r = await this.publish(job.s.ref, job.entry);
+          if (r === 'duplicate') this.stats.duplicates++;
+          else this.stats.published++;
+          job.ok = true;
+        } catch {
+          this.stats.publishFailures++;
+          job.s.dirty = true;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(jobs.length, this.options.batch) }, publisher));
     let relayed = 0;
     await Promise.all(
       work.map(async ({ s }) => {

@@ -90,7 +90,7 @@ export class Settlement {
           refunds: new RedisRefundStore(this.d.redis, config.namespace, this.d.replicaAck),
           reloader: w.reloader,
           signals: this.d.signals,
-          othersInFlight: (coupon, inHand) => this.inFlight.othersInFlight(coupon, inHand),
+          compensationsInFlight: (coupon) => this.inFlight.compensationsInFlight(coupon),
           stats: this.stats.settle,
           log,
         },

@@ -12,7 +12,9 @@ import type { Coupon, StockSignals } from '../domain/ports.js';
 import { shardRef } from '../domain/routing.js';
 import type { ShardReloader } from '../domain/shard-reloader.js';
 import type { Logger } from '../util/logger.js';
+import { Stoppable } from './stoppable.js';
 import { decodeEvent, eventId, type SettlementEvent } from './event.js';
+import { Holds } from './holds.js';
 import { ACK_WAIT_MS } from './jetstream.js';
 import { ANOMALY, type LedgerStore } from './ledger-store.js';
 import type { RefundStore } from './refund-store.js';
@@ -22,7 +24,7 @@ import type { SettleStats } from './stats.js';
 export interface SettlerOptions {
   /** Messages fetched and applied per batch. */
   batch: number;
-  /** Deliveries of a poison message, and holds of an uncoverable deduction, before it becomes an anomaly. */
+  /** Deliveries of a poison message before it becomes an anomaly. */
   maxDeliver: number;
   /** How long one fetch waits to fill a batch (the server's minimum is 1000 ms): at low traffic, the
    * settlement lag. Default 1000 ms. */
@@ -38,8 +40,8 @@ export interface SettlerDeps {
   /** Puts back a shard that vanished before its refund could land. */
   reloader?: ShardReloader | undefined;
   signals: StockSignals;
-  /** Whether anything of the coupon besides `inHand` held messages is still on its way to MySQL. */
-  othersInFlight(coupon: Coupon, inHand: number): Promise<boolean>;
+  /** Compensations of the coupon still on their way (event ids), or null when too much is in flight to tell. */
+  compensationsInFlight(coupon: Coupon): Promise<Set<string> | null>;
   stats: SettleStats;
   log?: Logger | undefined;
 }
@@ -60,15 +62,16 @@ export interface SettleMsg {
 
 type Item = Planned<SettleMsg>;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The longest a deduction MySQL cannot cover is held while compensations of its coupon are in flight. */
+const HOLD_AT_MOST_MS = 300_000;
 /** Redelivery delay after n deferrals: 250 ms doubling to 4 s. */
 const backoff = (n: number) => Math.min(250 * 2 ** Math.max(0, n - 1), 4000);
 
 export class Settler {
-  private running = false;
+  private readonly state = new Stoppable();
   private loop: Promise<void> | undefined;
-  /** Times this instance held each event back (not deliveries: a database outage must not use them up). */
-  private readonly holds = new Map<string, number>();
+  /** Events this instance holds back (counted apart from deliveries: an outage must not use them up). */
+  private readonly holds = new Holds();
 
   constructor(
     private readonly d: SettlerDeps,
@@ -76,31 +79,31 @@ export class Settler {
   ) {}
 
   start(): this {
-    this.running = true;
+    this.state.running = true;
     this.loop = this.run();
     return this;
   }
 
   async stop(): Promise<void> {
-    this.running = false;
+    this.state.stop();
     await this.loop;
   }
 
   private async run(): Promise<void> {
     let consumer: Consumer | undefined;
     let failures = 0;
-    while (this.running) {
+    while (this.state.running) {
       try {
         consumer ??= await this.d.consumer();
         const msgs = await this.fetch(consumer);
         const failed = msgs.length > 0 ? await this.handle(msgs) : 0;
         failures = failed > 0 ? failures + 1 : 0;
-        if (failed > 0) await sleep(Math.min(5000, 250 * 2 ** failures));
+        if (failed > 0) await this.state.pause(Math.min(5000, 250 * 2 ** failures));
       } catch (err) {
         consumer = undefined;
         failures++;
         this.d.log?.warn({ err: (err as Error)?.message }, 'settler: fetch failed');
-        await sleep(Math.min(5000, 250 * 2 ** failures));
+        await this.state.pause(Math.min(5000, 250 * 2 ** failures));
       }
     }
   }
@@ -185,12 +188,18 @@ export class Settler {
 
     for (const i of plan.waiting) this.defer(i);
     if (held.length === 0) return;
-    const exhausted = held.some((i) => (this.holds.get(eventId(i.event)) ?? 0) + 1 >= this.options.maxDeliver);
-    if (!exhausted && (await this.d.othersInFlight(coupon, held.length + plan.waiting.length))) {
+    // Only a compensation can make room (a restock reaches MySQL before Redis hands its units out), so a held
+    // deduction is refused once no compensation of its coupon is on its way, apart from those in this batch
+    // waiting for their own deduction (settled together with it, they leave the remaining where it is). After
+    // HOLD_AT_MOST_MS it is refused regardless: a coupon under steady traffic always has some compensation in
+    // flight, and the relay lag is seconds, not minutes.
+    const tooLong = held.some((i) => this.holds.exhausted(i.event, this.options.maxDeliver, HOLD_AT_MOST_MS));
+    const waiting = new Set(plan.waiting.map((i) => eventId(i.event)));
+    const coming = tooLong ? new Set<string>() : await this.d.compensationsInFlight(coupon);
+    if (coming === null || [...coming].some((id) => !waiting.has(id))) {
       for (const i of held) this.defer(i);
       return;
     }
-    // Nothing else can make room (or they waited long enough): settle what fits now, refuse the rest.
     const again = await this.d.ledger.applyBatch(couponId, held, true);
     this.d.stats.optimisticRetries += again.retries;
     await this.ack([...again.plan.apply, ...again.plan.duplicates, ...again.plan.ofRefused], false);
@@ -209,7 +218,7 @@ export class Settler {
   }
 
   private async ack(items: Item[], confirm: boolean): Promise<void> {
-    for (const i of items) this.holds.delete(eventId(i.event));
+    for (const i of items) this.holds.release(i.event);
     if (!confirm) {
       for (const i of items) i.ref.ack();
       return;
@@ -219,9 +228,7 @@ export class Settler {
 
   private defer(i: Item): void {
     const id = eventId(i.event);
-    const n = (this.holds.get(id) ?? 0) + 1;
-    if (this.holds.size > 1_000_000) this.holds.clear();
-    this.holds.set(id, n);
+    const n = this.holds.hold(i.event);
     this.d.stats.deferred++;
     if (i.event.kind === 'C' && n % 20 === 0) {
       this.d.log?.warn({ eventId: id, holds: n }, 'settler: a compensation is still waiting for its deduction to settle');
@@ -265,7 +272,7 @@ export class Settler {
     this.d.stats.refused++;
     this.d.stats.anomalies++;
     this.d.log?.warn({ couponId: coupon.id, eventId: id, quantity: e.quantity }, 'settlement refused a deduction: anomaly recorded, units returned to Redis');
-    this.holds.delete(id);
+    this.holds.release(e);
     i.ref.ack();
   }
 
