@@ -16,6 +16,16 @@ export interface LoadTransport {
   close(): void;
 }
 
+/** grpc-message is percent-encoded on the wire. */
+function grpcMessage(raw: string | string[] | undefined): string {
+  const s = String(raw);
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
 export function rawHttp2Transport(addr: string, connections: number, timeoutMs: number): LoadTransport {
   const sessions = Array.from({ length: connections }, () => {
     const s = http2.connect(`http://${addr}`, { settings: { enablePush: false, initialWindowSize: 1 << 20 } });
@@ -47,14 +57,14 @@ export function rawHttp2Transport(addr: string, connections: number, timeoutMs: 
       stream.on('response', (h) => {
         // A trailers-only answer (an error) carries grpc-status in the headers.
         if (h['grpc-status'] !== undefined) status = Number(h['grpc-status']);
-        if (h['grpc-message'] !== undefined) detail = String(h['grpc-message']);
+        if (h['grpc-message'] !== undefined) detail = grpcMessage(h['grpc-message']);
       });
       stream.on('data', (chunk: Buffer) => {
         body = body ? Buffer.concat([body, chunk]) : chunk;
       });
       stream.on('trailers', (t) => {
         status = Number(t['grpc-status'] ?? 2);
-        if (t['grpc-message'] !== undefined) detail = String(t['grpc-message']);
+        if (t['grpc-message'] !== undefined) detail = grpcMessage(t['grpc-message']);
       });
       stream.on('error', (err) => {
         detail = err.message;

@@ -22,6 +22,8 @@ export interface BenchOptions {
   shards: number;
   /** Longest a single run may last, seconds; a flash sale that has not sold out by then stops and says so. */
   maxRunS: number;
+  /** The same for the slow designs (MySQL-only, lock). */
+  slowMaxRunS: number;
   coupons: number;
   couponStock: number;
   /** Length of the many-coupons and sold-out-storm runs, seconds. */
@@ -72,11 +74,12 @@ Options:
   --slow-stock N          hot-coupon units for mysql / lock (default 20000; quick 500)
   --shards N              shards of the hot coupon (default 16)
   --max-run S             longest single run in seconds (default 60; quick 5)
+  --slow-max-run S        the same for mysql / lock (default 20; quick 5)
   --coupons N             coupons in many-coupons (default 10000; quick 200)
   --coupon-stock N        units per coupon in many-coupons (default 100)
-  --duration S            seconds of many-coupons and sold-out-storm (default 15; quick 1.5)
+  --duration S            seconds of many-coupons and sold-out-storm (default 10; quick 1.5)
   --storm-concurrency N   in-flight requests for many-coupons / sold-out-storm / settlement (default 256)
-  --settle-events N       events in the settlement backlog runs (default 100000; quick 2000)
+  --settle-events N       events in the settlement backlog runs (default 50000; quick 2000)
   --ack-level LIST        replica, leader or both (default replica,leader): shardstock flash sale per level
   --load-workers N        load-generator processes (default 1)
   --connections N         HTTP/2 connections per load-generator process (default 4)
@@ -135,6 +138,7 @@ export function parseOptions(argv: string[]): BenchOptions | undefined {
       'slow-stock': { type: 'string' },
       shards: { type: 'string' },
       'max-run': { type: 'string' },
+      'slow-max-run': { type: 'string' },
       coupons: { type: 'string' },
       'coupon-stock': { type: 'string' },
       duration: { type: 'string' },
@@ -166,11 +170,12 @@ export function parseOptions(argv: string[]): BenchOptions | undefined {
     slowStock: int('slow-stock', v['slow-stock'], quick ? 500 : 20_000),
     shards: int('shards', v.shards, 16, 1024),
     maxRunS: positive('max-run', v['max-run'], quick ? 5 : 60, 3600),
+    slowMaxRunS: positive('slow-max-run', v['slow-max-run'], quick ? 5 : 20, 3600),
     coupons: int('coupons', v.coupons, quick ? 200 : 10_000, 1_000_000),
     couponStock: int('coupon-stock', v['coupon-stock'], 100),
-    durationS: positive('duration', v.duration, quick ? 1.5 : 15, 3600),
+    durationS: positive('duration', v.duration, quick ? 1.5 : 10, 3600),
     stormConcurrency: int('storm-concurrency', v['storm-concurrency'], 256, 100_000),
-    settleEvents: int('settle-events', v['settle-events'], quick ? 2_000 : 100_000),
+    settleEvents: int('settle-events', v['settle-events'], quick ? 2_000 : 50_000),
     ackLevels: list(ackRaw, ['replica', 'leader'] as const, 'ack-level'),
     loadWorkers: int('load-workers', v['load-workers'], 1, 64),
     connections: int('connections', v.connections, 4, 256),

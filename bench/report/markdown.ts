@@ -25,7 +25,8 @@ export function markdown(rep: BenchReport, chartPath: string): string {
   out.push(markdownTable(['target', 'want', 'measured', 'result'], rep.targets.map((t) => [t.name, t.want, t.measured, mark(t.pass)])));
   out.push('');
   for (const sc of ['flash-sale', 'many-coupons', 'sold-out-storm']) {
-    const rs = rep.runs.filter((r) => r.scenario === sc);
+    const order = [...new Set(rep.runs.map((r) => r.design))];
+    const rs = rep.runs.filter((r) => r.scenario === sc).sort((a, b) => order.indexOf(a.design) - order.indexOf(b.design) || a.concurrency - b.concurrency);
     if (rs.length === 0) continue;
     out.push(`## ${SCENARIO_TITLES[sc]}`);
     out.push('');

@@ -166,7 +166,7 @@ export async function settlement(ctx: BenchContext, servers: SettlementServers, 
     if (!batched.complete) notes.push(`batched drain stopped before the end: ${batched.events} of ${batched.sold} settled`);
     ctx.progress.line(`settlement batched: ${Math.round(batched.eventsPerS).toLocaleString('en')} events/s (${batched.events} events in ${batched.seconds.toFixed(2)} s)`);
     // One event per transaction is slow: a smaller backlog, and the rate from what settled within --max-run.
-    const single = await drain(ctx, servers.fillSingle, drainHost, Math.min(events, ctx.opts.quick ? 500 : 10_000), 1, '1', Math.min(ctx.opts.maxRunS, ctx.opts.quick ? 3 : 60) * 1000);
+    const single = await drain(ctx, servers.fillSingle, drainHost, Math.min(events, ctx.opts.quick ? 500 : 5_000), 1, '1', Math.min(ctx.opts.maxRunS, ctx.opts.quick ? 3 : 20) * 1000);
     if (!single.complete) notes.push(`one-per-transaction drain stopped by its time limit: ${single.events} of ${single.sold} settled`);
     ctx.progress.line(`settlement one per transaction: ${Math.round(single.eventsPerS).toLocaleString('en')} events/s`);
     const lag = await lagDuringFlashSale(ctx, servers.lag, events);

@@ -19,7 +19,7 @@ export async function soldOutStorm(ctx: BenchContext, server: ServerHandle, d: D
     couponPrefix: id, couponCount: 1, couponWidth: 0, quantity: 1, callTimeoutMs: CALL_TIMEOUT_MS, perCoupon: false,
   };
   ctx.progress.draw(`sold-out-storm ${d.label}: selling out`, 0, 1, '');
-  const exhaust = await ctx.load.run({ ...base, concurrency: 64, idPrefix: `${id}-e`, stopOnSoldOut: true, durationMs: opts.maxRunS * 1000, epochMs: Date.now() });
+  const exhaust = await ctx.load.run({ ...base, concurrency: 64, idPrefix: `${id}-e`, stopOnSoldOut: true, durationMs: (d.slow ? opts.slowMaxRunS : opts.maxRunS) * 1000, epochMs: Date.now() });
   const stats0 = await server.stats();
   const concurrency = opts.stormConcurrency;
   const m = await measuredLoad(ctx, server, {
