@@ -38,7 +38,9 @@ export async function measuredLoad(ctx: BenchContext, server: ServerHandle, spec
       clientPct: (summary.clientCpuUs / wallUs) * 100,
       clientUsPerReq: perReq(summary.clientCpuUs),
       redisPct: (d.procUs(ctx.pids.redis) / wallUs) * 100,
+      redisUsPerReq: perReq(d.procUs(ctx.pids.redis)),
       mysqlPct: (d.procUs(ctx.pids.mysql) / wallUs) * 100,
+      mysqlUsPerReq: perReq(d.procUs(ctx.pids.mysql)),
       machinePct: d.machinePct,
     },
   };

@@ -40,6 +40,8 @@ export interface BenchOptions {
   profile: boolean;
   mysqlUrl: string;
   progress: boolean;
+  /** Re-render the outputs from a saved report.json instead of running. */
+  render: string | undefined;
 }
 
 export const HELP = `npm run bench -- [options]
@@ -90,6 +92,8 @@ Options:
   --mysql-url URL         database for the service and the MySQL baseline
                           (default mysql://root@127.0.0.1:3306/shardstock_bench; recreated each run)
   --no-progress           no progress bar
+  --render FILE           write report.md / chart.svg (and the docs with --docs) again from a saved
+                          report.json, without running anything
   -h, --help              this text
 
 Targets (reported as PASS/MISS, never asserted): deduct >= 0.6x no-op, >= 4x MySQL-only, >= 10x lock,
@@ -153,6 +157,7 @@ export function parseOptions(argv: string[]): BenchOptions | undefined {
       profile: { type: 'boolean' },
       'mysql-url': { type: 'string' },
       progress: { type: 'boolean' },
+      render: { type: 'string' },
     },
   });
   if (v.help) return undefined;
@@ -185,5 +190,6 @@ export function parseOptions(argv: string[]): BenchOptions | undefined {
     profile: v.profile === true,
     mysqlUrl: v['mysql-url'] ?? 'mysql://root@127.0.0.1:3306/shardstock_bench',
     progress: v.progress ?? true,
+    render: v.render,
   };
 }

@@ -8,9 +8,12 @@ export interface CpuFigures {
   /** All load-generator processes, % of one core, and their cost per request. */
   clientPct: number;
   clientUsPerReq: number;
-  /** All Redis nodes together / MariaDB, % of one core. */
+  /** All Redis nodes together / MariaDB, % of one core, and per call. Both servers are shared with whatever
+   *  else runs on the box, so these include other users' work. */
   redisPct: number;
+  redisUsPerReq: number;
   mysqlPct: number;
+  mysqlUsPerReq: number;
   /** The whole machine, % of all cores. */
   machinePct: number;
 }

@@ -1,5 +1,6 @@
 // `npm run bench`: brings up (or reuses) the local stack, runs the scenarios against the service and the
 // baselines, prints a table as it goes and writes JSON, Markdown and an SVG chart. See --help.
+import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { BenchContext } from './context.js';
@@ -10,7 +11,7 @@ import { Progress } from './progress.js';
 import { ServerHost } from './servers.js';
 import type { RunRecord } from './records.js';
 import { textTable } from './report/format.js';
-import { ratios, targets, type BenchReport } from './report/model.js';
+import { cpuBudget, ratios, targets, type BenchReport } from './report/model.js';
 import { RUN_HEAD, RUN_RIGHT, runRow } from './report/runs-table.js';
 import { writeReport } from './report/write.js';
 import { flashSale } from './scenarios/flash-sale.js';
@@ -52,6 +53,24 @@ async function startServers(ctx: BenchContext, designs: DesignRun[], withSettlem
     await closeAll();
     throw err;
   }
+}
+
+/** --render: the outputs again from a saved report.json (derived figures recomputed). */
+function rerender(file: string, opts: BenchOptions): number {
+  const saved = JSON.parse(readFileSync(file, 'utf8')) as BenchReport;
+  for (const r of saved.runs) {
+    const perReq = (pct: number) => (r.requests > 0 ? (pct * r.elapsedS * 1e4) / r.requests : 0);
+    r.cpu.redisUsPerReq ??= perReq(r.cpu.redisPct);
+    r.cpu.mysqlUsPerReq ??= perReq(r.cpu.mysqlPct);
+  }
+  const report: BenchReport = {
+    ...saved,
+    ratios: ratios(saved.runs),
+    cpuBudget: cpuBudget(saved.runs, saved.machine.cpus),
+    targets: targets(saved.runs, saved.settlement),
+  };
+  process.stdout.write(`wrote ${writeReport(report, opts.out, opts.docs).join(', ')}\n`);
+  return 0;
 }
 
 async function main(opts: BenchOptions): Promise<number> {
@@ -125,6 +144,7 @@ async function main(opts: BenchOptions): Promise<number> {
     runs: ctx.runs,
     settlement: ctx.settlement,
     ratios: ratios(ctx.runs),
+    cpuBudget: cpuBudget(ctx.runs, cpus().length),
     targets: targets(ctx.runs, ctx.settlement),
     oversoldTotal: ctx.runs.reduce((s, r) => s + r.oversold, 0) + (ctx.settlement?.oversold ?? 0),
   };
@@ -153,7 +173,7 @@ try {
     process.stdout.write(HELP);
     process.exit(0);
   }
-  process.exit(await main(opts));
+  process.exit(opts.render ? rerender(opts.render, opts) : await main(opts));
 } catch (err) {
   if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
     process.stderr.write(`${(err as Error).message}\n\n${HELP}`);

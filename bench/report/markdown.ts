@@ -49,6 +49,18 @@ export function markdown(rep: BenchReport, chartPath: string): string {
       ratios.map((r) => [r.scenario, r.baseline, String(r.at), int(r.service), int(r.baselineValue), `${r.ratio.toFixed(2)}x`]), [false, false, true, true, true, true]));
     out.push('');
   }
+  if (rep.cpuBudget.length) {
+    out.push('## CPU per deduction (flash sale, best run of each design)');
+    out.push('');
+    out.push('Throughput on a box this small is set by how much CPU one deduction costs, because the server, Redis, MariaDB and '
+      + 'the load generator all share the same cores. The Redis and MariaDB figures are the whole servers\' CPU divided by the calls '
+      + 'made, so they include whatever else ran on the box at the time.');
+    out.push('');
+    out.push(markdownTable(['design', 'in flight', 'server µs', 'redis µs', 'mysql µs', 'design total µs', 'client µs', 'ceiling if alone /s'],
+      rep.cpuBudget.map((b) => [b.design, String(b.concurrency), int(b.serverUs), int(b.redisUs), int(b.mysqlUs), int(b.stackUs), int(b.clientUs), int(b.ceilingPerS)]),
+      [false, true, true, true, true, true, true, true]));
+    out.push('');
+  }
   const st = rep.settlement;
   if (st) {
     out.push('## Settlement (relay + settle into MySQL)');

@@ -21,6 +21,21 @@ export interface Target {
   pass: boolean | null;
 }
 
+/** CPU one flash-sale deduction costs each design (its best run), and what that allows on this box. */
+export interface CpuBudget {
+  design: string;
+  concurrency: number;
+  serverUs: number;
+  redisUs: number;
+  /** Counted for the MySQL-only design only: the others do not touch MariaDB on their hot path. */
+  mysqlUs: number;
+  clientUs: number;
+  /** Server + Redis (+ MySQL): what the design itself costs per deduction. */
+  stackUs: number;
+  /** cores x 1 s / (stack + client) per call: throughput if the box did nothing else. */
+  ceilingPerS: number;
+}
+
 export interface BenchReport {
   version: 1;
   mode: 'quick' | 'full';
@@ -33,6 +48,7 @@ export interface BenchReport {
   runs: RunRecord[];
   settlement?: SettlementRecord | undefined;
   ratios: Ratio[];
+  cpuBudget: CpuBudget[];
   targets: Target[];
   oversoldTotal: number;
 }
@@ -67,6 +83,21 @@ export function ratios(runs: RunRecord[]): Ratio[] {
     }
   }
   return out;
+}
+
+export function cpuBudget(runs: RunRecord[], cores: number): CpuBudget[] {
+  return [...new Set(runs.map((r) => r.design))].flatMap((design) => {
+    const rs = fsRuns(runs, design);
+    if (rs.length === 0) return [];
+    const r = rs.reduce((a, b) => (b.deductRate > a.deductRate ? b : a));
+    const mysqlUs = design === 'mysql' ? r.cpu.mysqlUsPerReq : 0;
+    const stackUs = r.cpu.serverUsPerReq + r.cpu.redisUsPerReq + mysqlUs;
+    const total = stackUs + r.cpu.clientUsPerReq;
+    return [{
+      design, concurrency: r.concurrency, serverUs: r.cpu.serverUsPerReq, redisUs: r.cpu.redisUsPerReq, mysqlUs, clientUs: r.cpu.clientUsPerReq,
+      stackUs, ceilingPerS: total > 0 ? (cores * 1e6) / total : 0,
+    }];
+  });
 }
 
 const x = (v: number) => `${v.toFixed(2)}x`;
