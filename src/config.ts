@@ -139,6 +139,25 @@ function hostPort(name: string, raw: string): { host: string; port: number } {
   return { host: raw.slice(0, i), port };
 }
 
+function threshold(name: string, raw: string): LowStockThreshold {
+  const m = /^(\d+(?:\.\d+)?)(%?)$/.exec(raw.trim());
+  const value = m ? Number(m[1]) : NaN;
+  if (!m || (m[2] === '%' ? value > 100 : !Number.isInteger(value))) {
+    throw new ConfigError(`${name} must be whole units (e.g. 50) or a percentage up to 100% (e.g. 10%), got ${JSON.stringify(raw)}`);
+  }
+  return { kind: m[2] === '%' ? 'percent' : 'units', value };
+}
+
+function thresholdOverrides(name: string, raw: string): Map<string, LowStockThreshold> {
+  const map = new Map<string, LowStockThreshold>();
+  for (const part of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const eq = part.lastIndexOf('=');
+    if (eq <= 0) throw new ConfigError(`${name} must be couponId=threshold pairs, got ${JSON.stringify(part)}`);
+    map.set(part.slice(0, eq), threshold(name, part.slice(eq + 1)));
+  }
+  return map;
+}
+
 function onOff(env: Env, name: string, def: boolean): boolean {
   const raw = str(env, name, def ? 'on' : 'off');
   if (raw !== 'on' && raw !== 'off') throw new ConfigError(`${name} must be on or off, got ${JSON.stringify(raw)}`);
@@ -196,25 +215,6 @@ function security(env: Env) {
     mysqlTls: onOff(env, 'SHARDSTOCK_MYSQL_TLS', false) ? tlsFiles(env, 'SHARDSTOCK_MYSQL_TLS') : undefined,
     failoverFence: onOff(env, 'SHARDSTOCK_FAILOVER_FENCE', true),
   };
-}
-
-function threshold(name: string, raw: string): LowStockThreshold {
-  const m = /^(\d+(?:\.\d+)?)(%?)$/.exec(raw.trim());
-  const value = m ? Number(m[1]) : NaN;
-  if (!m || (m[2] === '%' ? value > 100 : !Number.isInteger(value))) {
-    throw new ConfigError(`${name} must be whole units (e.g. 50) or a percentage up to 100% (e.g. 10%), got ${JSON.stringify(raw)}`);
-  }
-  return { kind: m[2] === '%' ? 'percent' : 'units', value };
-}
-
-function thresholdOverrides(name: string, raw: string): Map<string, LowStockThreshold> {
-  const map = new Map<string, LowStockThreshold>();
-  for (const part of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
-    const eq = part.lastIndexOf('=');
-    if (eq <= 0) throw new ConfigError(`${name} must be couponId=threshold pairs, got ${JSON.stringify(part)}`);
-    map.set(part.slice(0, eq), threshold(name, part.slice(eq + 1)));
-  }
-  return map;
 }
 
 const WORKERS = ['relay', 'settle', 'sweep', 'reconcile'] as const;

@@ -1,7 +1,7 @@
 // Coupon administration: create (with preheating), read the level, restock.
 import { DomainError, invalid, notFound } from './errors.js';
 import type { ClusterTopology, Coupon, CouponRepository, StockChanges, StockSignals, StockStore } from './ports.js';
-import { allShards, shardRef, splitEvenly } from './routing.js';
+import { allShards, splitEvenly } from './routing.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
@@ -124,9 +124,5 @@ export class CouponAdmin {
     this.d.soldOut.clear(coupon.id);
     this.d.signals.stockReturned(coupon.id);
     this.d.changes?.changed(coupon.id, true);
-  }
-
-  shard(coupon: Coupon, index: number) {
-    return shardRef(coupon, index);
   }
 }
