@@ -88,7 +88,7 @@ Options:
   --client KIND           http2 (raw HTTP/2 gRPC framing, default) or grpc-js (makeUnaryRequest)
   --out DIR               where report.json / report.md / chart.svg go (default bench/out)
   --docs | --no-docs      also write docs/benchmark.md and docs/benchmark.svg (default: on for full runs)
-  --profile               run the shardstock process with --cpu-prof (profiles in <out>/profiles)
+  --profile               run the shardstock and settlement processes with --cpu-prof (<out>/profiles)
   --mysql-url URL         database for the service and the MySQL baseline
                           (default mysql://root@127.0.0.1:3306/shardstock_bench; recreated each run)
   --no-progress           no progress bar

@@ -25,8 +25,9 @@ async function startServers(ctx: BenchContext, designs: DesignRun[], withSettlem
   const names = new Set<HostName>(designs.map((d) => d.host));
   if (withSettlement) names.add('service-2').add('settlement');
   const hosts = new Map<HostName, ServerHost>();
+  // The headline service process and the settlement process (lag run and drains) are the ones worth profiling.
   const profile = (n: HostName) =>
-    ctx.opts.profile && n === 'service' ? ['--cpu-prof', '--cpu-prof-dir', `${ctx.opts.out}/profiles`, '--cpu-prof-name', `shardstock-${Date.now()}.cpuprofile`] : [];
+    ctx.opts.profile && (n === 'service' || n === 'settlement') ? ['--cpu-prof', '--cpu-prof-dir', `${ctx.opts.out}/profiles`, '--cpu-prof-name', `${n}-${Date.now()}.cpuprofile`] : [];
   const st = withSettlement ? settlementSpecs(ctx) : undefined;
   const placed: [HostName, ServerSpec][] = [
     ...designs.map((d): [HostName, ServerSpec] => [d.host, serverSpec(ctx, d)]),
