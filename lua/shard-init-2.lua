@@ -8,6 +8,8 @@
 
   ARGV[1] avail        units to put in the shard (integer >= 0)
   ARGV[2] group        relay consumer group name
+  ARGV[3] net          units the shard counts as deducted (0 when new; a reloaded shard takes over its share
+                       so that total - sum(net) stays the coupon's true remainder)
 
   Returns
      1  created
@@ -17,11 +19,12 @@ local shardKey = KEYS[1]
 local outboxKey = KEYS[2]
 local avail = ARGV[1]
 local group = ARGV[2]
+local net = ARGV[3] or '0'
 
 if redis.call('EXISTS', shardKey) == 1 then
   return 0
 end
-redis.call('HSET', shardKey, 'avail', avail, 'transit', 0, 'net', 0)
+redis.call('HSET', shardKey, 'avail', avail, 'transit', 0, 'net', net)
 -- The group may already exist when only the shard hash was lost.
 pcall(redis.call, 'XGROUP', 'CREATE', outboxKey, group, '0', 'MKSTREAM')
 return 1

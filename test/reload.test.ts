@@ -41,5 +41,9 @@ describe('missing shard reload', () => {
     // not one unit created, not one lost.
     expect(after.available + after.inTransit).toBe(88 - onLost.length);
     expect(after.levels.find((l) => l.index === lost)!.available).toBe(lostAvail - onLost.length);
+    // Its net counter was rebuilt too, so the level still adds up: deducted = every DEDUCTED answer.
+    const level = (await a.client.getStock({ couponId: id })).level!;
+    expect(level.deducted).toBe(BigInt(12 + onLost.length));
+    expect(level.available).toBe(BigInt(88 - onLost.length));
   });
 });

@@ -78,12 +78,12 @@ export class CouponAdmin {
 
   async levelOf(coupon: Coupon, includeShards: boolean): Promise<StockLevel> {
     const shards = await this.d.store.probe(allShards(coupon));
-    let available = 0;
+    // Units moving between shards are counted twice (target credited, source not yet acknowledged) or not
+    // at all, depending on when each shard is read, so a sum of shard reads is never exact during a sale.
+    // The net counters change only with real deductions and compensations: total − Σnet is exact.
     let deducted = 0;
-    for (const s of shards) {
-      available += (s.available ?? 0) + s.inTransit;
-      deducted += s.net;
-    }
+    for (const s of shards) deducted += s.net;
+    const available = Math.max(0, coupon.totalStock - deducted);
     const settledNet = coupon.totalStock - coupon.settledRemaining;
     return {
       couponId: coupon.id,

@@ -77,7 +77,8 @@ export interface OutboxEvent {
 
 /** Stock in Redis Cluster: every method is one atomic step in one shard's slot (probe: one per shard). */
 export interface StockStore {
-  initShard(shard: ShardRef, available: number): Promise<boolean>;
+  /** net: units the shard counts as deducted (a reloaded shard's share of the coupon's net deductions). */
+  initShard(shard: ShardRef, available: number, net?: number): Promise<boolean>;
   deduct(shard: ShardRef, input: DeductInput, credits: Credit[]): Promise<DeductScriptResult>;
   /** limitedUserId: the deduction's user when the coupon has a per-user limit (its count is given back). */
   compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult>;

@@ -34,10 +34,12 @@ export class ShardReloader {
       return;
     }
     const [levels, inFlight] = await Promise.all([this.store.probe(allShards(coupon)), this.inFlight.inFlightNet(coupon.id)]);
-    const others = levels
-      .filter((l) => l.index !== index)
-      .reduce((sum, l) => sum + (l.available ?? 0) + l.inTransit, 0);
-    const units = Math.max(0, coupon.settledRemaining - inFlight - others);
-    if (await this.store.initShard(shardRef(coupon, index), units)) this.onReload(coupon.id, index, units);
+    const others = levels.filter((l) => l.index !== index);
+    const othersHold = others.reduce((sum, l) => sum + (l.available ?? 0) + l.inTransit, 0);
+    const units = Math.max(0, coupon.settledRemaining - inFlight - othersHold);
+    // Its net counter too: every net deduction is settled or in flight, and the other shards count theirs.
+    const netAll = coupon.totalStock - coupon.settledRemaining + inFlight;
+    const net = Math.max(0, netAll - others.reduce((sum, l) => sum + l.net, 0));
+    if (await this.store.initShard(shardRef(coupon, index), units, net)) this.onReload(coupon.id, index, units);
   }
 }

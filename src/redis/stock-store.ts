@@ -59,9 +59,9 @@ export class RedisStockStore implements StockStore {
     return k;
   }
 
-  async initShard(shard: ShardRef, available: number): Promise<boolean> {
+  async initShard(shard: ShardRef, available: number, net = 0): Promise<boolean> {
     const k = this.keys(shard);
-    return (await this.shardInit(k.shard, k.outbox, available, RELAY_GROUP)) === 1;
+    return (await this.shardInit(k.shard, k.outbox, available, RELAY_GROUP, net)) === 1;
   }
 
   async deduct(shard: ShardRef, input: DeductInput, credits: Credit[]): Promise<DeductScriptResult> {

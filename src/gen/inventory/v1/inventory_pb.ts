@@ -186,7 +186,8 @@ export type StockLevel = Message<"inventory.v1.StockLevel"> & {
   totalStock: bigint;
 
   /**
-   * Sum of the shards in Redis (units in transit between shards included).
+   * Units left to hand out in Redis: total_stock - deducted. Exact even while fallback moves carry units
+   * between shards (a sum of per-shard reads is not); the per-shard figures below are a snapshot.
    *
    * @generated from field: int64 available = 3;
    */
