@@ -76,13 +76,14 @@ Options:
   --slow-stock N          hot-coupon units for mysql / lock (default 20000; quick 500)
   --shards N              shards of the hot coupon (default 16)
   --max-run S             longest single run in seconds (default 60; quick 5)
-  --slow-max-run S        the same for mysql / lock (default 20; quick 5)
+  --slow-max-run S        the same for mysql / lock (default 15; quick 5)
   --coupons N             coupons in many-coupons (default 10000; quick 200)
   --coupon-stock N        units per coupon in many-coupons (default 100)
   --duration S            seconds of many-coupons and sold-out-storm (default 10; quick 1.5)
   --storm-concurrency N   in-flight requests for many-coupons / sold-out-storm / settlement (default 256)
   --settle-events N       events in the settlement backlog runs (default 50000; quick 2000)
-  --ack-level LIST        replica, leader or both (default replica,leader): shardstock flash sale per level
+  --ack-level LIST        replica, leader or both (default both): the first level runs every scenario, the
+                          next the flash sale at the middle level of the sweep
   --load-workers N        load-generator processes (default 1)
   --connections N         HTTP/2 connections per load-generator process (default 4)
   --client KIND           http2 (raw HTTP/2 gRPC framing, default) or grpc-js (makeUnaryRequest)
@@ -108,7 +109,7 @@ export class UsageError extends Error {
 function list<T extends string>(raw: string, known: readonly T[], what: string): T[] {
   const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
   for (const i of items) if (!(known as readonly string[]).includes(i)) throw new UsageError(`unknown ${what} ${JSON.stringify(i)} (known: ${known.join(', ')})`);
-  if (items.length === 0) throw new UsageError(`--${what}s needs at least one value`);
+  if (items.length === 0) throw new UsageError(`at least one ${what} is needed`);
   return [...new Set(items)] as T[];
 }
 
@@ -175,7 +176,7 @@ export function parseOptions(argv: string[]): BenchOptions | undefined {
     slowStock: int('slow-stock', v['slow-stock'], quick ? 500 : 20_000),
     shards: int('shards', v.shards, 16, 1024),
     maxRunS: positive('max-run', v['max-run'], quick ? 5 : 60, 3600),
-    slowMaxRunS: positive('slow-max-run', v['slow-max-run'], quick ? 5 : 20, 3600),
+    slowMaxRunS: positive('slow-max-run', v['slow-max-run'], quick ? 5 : 15, 3600),
     coupons: int('coupons', v.coupons, quick ? 200 : 10_000, 1_000_000),
     couponStock: int('coupon-stock', v['coupon-stock'], 100),
     durationS: positive('duration', v.duration, quick ? 1.5 : 10, 3600),
