@@ -37,12 +37,13 @@ function niceTicks(min: number, max: number, log: boolean): number[] {
   const mag = 10 ** Math.floor(Math.log10(raw || 1));
   const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? raw;
   const ticks: number[] = [];
-  for (let t = 0; t <= max + 1e-9; t += step) ticks.push(t);
+  // One tick at or above the largest value, so the axis ends on a labelled line.
+  for (let t = 0; ticks.length === 0 || ticks[ticks.length - 1]! < max - 1e-9; t += step) ticks.push(t);
   return ticks;
 }
 
 function panel(p: Panel, xs: number[], ox: number, oy: number, w: number, h: number): string {
-  const m = { l: 62, r: 12, t: 30, b: 42 };
+  const m = { l: 62, r: 26, t: 30, b: 42 };
   const pw = w - m.l - m.r;
   const ph = h - m.t - m.b;
   const ys = p.series.flatMap((s) => s.points.map((pt) => pt[1])).filter((v) => v > 0);
@@ -50,13 +51,13 @@ function panel(p: Panel, xs: number[], ox: number, oy: number, w: number, h: num
   const xMax = Math.max(...xs);
   const lx = (x: number) => (xMax === xMin ? pw / 2 : ((Math.log2(x) - Math.log2(xMin)) / (Math.log2(xMax) - Math.log2(xMin))) * pw);
   let yMin = p.logY ? Math.max(0.1, Math.min(...ys) * 0.8) : 0;
-  let yMax = Math.max(...ys, 1) * 1.1;
+  let yMax = Math.max(...ys, 1) * (p.logY ? 1.1 : 1.02);
   if (p.logY) {
     yMin = 10 ** Math.floor(Math.log10(yMin));
     yMax = 10 ** Math.ceil(Math.log10(yMax));
   }
   const yTicks = niceTicks(yMin, yMax, p.logY);
-  if (!p.logY) yMax = Math.max(yMax, yTicks[yTicks.length - 1]!);
+  if (!p.logY) yMax = yTicks[yTicks.length - 1]!;
   const ly = (y: number) => ph - (p.logY ? ((Math.log10(Math.max(y, yMin)) - Math.log10(yMin)) / (Math.log10(yMax) - Math.log10(yMin))) * ph : (y / yMax) * ph);
   const parts: string[] = [`<g transform="translate(${ox + m.l},${oy + m.t})">`];
   parts.push(`<text x="${pw / 2}" y="-12" text-anchor="middle" font-weight="bold">${esc(p.title)}</text>`);
