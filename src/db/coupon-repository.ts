@@ -4,7 +4,8 @@ import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { Coupon, CouponRepository, NewCoupon, RestockResult } from '../domain/ports.js';
 import { CouponRow, LedgerRow } from './entities.js';
 
-function toPlain(row: {
+/** A coupon row as the domain sees it (bigint columns as numbers). */
+export function toCoupon(row: {
   id: string; initialStock: number; totalStock: number; shardCount: number; perUserLimit: number; shardTags: string[];
   preheated: boolean; settledRemaining: number; createdAt: Date;
 }): Coupon {
@@ -44,7 +45,7 @@ export class MikroCouponRepository implements CouponRepository {
 
   async find(id: string): Promise<Coupon | null> {
     const row = await this.orm.em.fork().findOne(CouponRow, { id });
-    return row ? toPlain(row) : null;
+    return row ? toCoupon(row) : null;
   }
 
   async markPreheated(id: string): Promise<void> {
@@ -63,14 +64,14 @@ export class MikroCouponRepository implements CouponRepository {
         .execute('run');
       if ((inserted as { affectedRows: number }).affectedRows === 0) {
         const prior = await em.findOneOrFail(LedgerRow, { couponId: id, requestId, kind: 'RESTOCK' });
-        return { coupon: toPlain(coupon), replayed: true, needsRedis: !prior.redisApplied, quantity: Number(prior.quantity) };
+        return { coupon: toCoupon(coupon), replayed: true, needsRedis: !prior.redisApplied, quantity: Number(prior.quantity) };
       }
       coupon.totalStock = Number(coupon.totalStock) + quantity;
       coupon.settledRemaining = Number(coupon.settledRemaining) + quantity;
       coupon.updatedAt = new Date();
       // Flushed by transactional(); the version column makes a concurrent settlement retry instead of
       // overwriting this increment.
-      return { coupon: toPlain(coupon), replayed: false, needsRedis: true, quantity };
+      return { coupon: toCoupon(coupon), replayed: false, needsRedis: true, quantity };
     });
   }
 

@@ -10,6 +10,7 @@ import { AnomalyRow, CouponRow, LedgerRow } from '../db/entities.js';
 import type { Coupon } from '../domain/ports.js';
 import { eventId, LEDGER_KIND, type SettlementEvent } from './event.js';
 import { planBatch, type Plan, type Planned } from './settle-plan.js';
+import { toCoupon } from '../db/coupon-repository.js';
 
 /** Anomaly reasons, as stored in settlement_anomaly.reason. */
 export const ANOMALY = {
@@ -56,22 +57,6 @@ class ConcurrentInsert extends Error {
 const MAX_ATTEMPTS = 30;
 const CHUNK = 1000;
 
-function toCoupon(row: {
-  id: string; initialStock: number; totalStock: number; shardCount: number; perUserLimit: number; shardTags: string[];
-  preheated: boolean; settledRemaining: number; createdAt: Date;
-}): Coupon {
-  return {
-    id: row.id,
-    initialStock: Number(row.initialStock),
-    totalStock: Number(row.totalStock),
-    shardCount: row.shardCount,
-    perUserLimit: row.perUserLimit,
-    shardTags: row.shardTags,
-    preheated: !!row.preheated,
-    settledRemaining: Number(row.settledRemaining),
-    createdAt: row.createdAt,
-  };
-}
 
 function chunks<T>(xs: T[], n = CHUNK): T[][] {
   const out: T[][] = [];
