@@ -47,7 +47,7 @@ export class LoadGenerators {
               ...spec,
               concurrency: Math.floor(spec.concurrency / n) + (i < spec.concurrency % n ? 1 : 0),
               idPrefix: `${spec.idPrefix}w${i}`,
-              maxRequests: spec.maxRequests ?? Number.MAX_SAFE_INTEGER,
+              maxRequests: spec.maxRequests ? Math.ceil(spec.maxRequests / n) : Number.MAX_SAFE_INTEGER,
             };
             const onMsg = (msg: LoadProgress | LoadResult) => {
               if (msg.type === 'progress') {

@@ -76,10 +76,10 @@ Options:
   --slow-stock N          hot-coupon units for mysql / lock (default 20000; quick 500)
   --shards N              shards of the hot coupon (default 16)
   --max-run S             longest single run in seconds (default 60; quick 5)
-  --slow-max-run S        the same for mysql / lock (default 15; quick 5)
+  --slow-max-run S        the same for mysql / lock (default 15; quick 3)
   --coupons N             coupons in many-coupons (default 10000; quick 200)
   --coupon-stock N        units per coupon in many-coupons (default 100)
-  --duration S            seconds of many-coupons and sold-out-storm (default 10; quick 1.5)
+  --duration S            seconds of many-coupons and sold-out-storm (default 10; quick 1)
   --storm-concurrency N   in-flight requests for many-coupons / sold-out-storm / settlement (default 256)
   --settle-events N       events in the settlement backlog runs (default 50000; quick 2000)
   --ack-level LIST        replica, leader or both (default both): the first level runs every scenario, the
@@ -176,10 +176,10 @@ export function parseOptions(argv: string[]): BenchOptions | undefined {
     slowStock: int('slow-stock', v['slow-stock'], quick ? 500 : 20_000),
     shards: int('shards', v.shards, 16, 1024),
     maxRunS: positive('max-run', v['max-run'], quick ? 5 : 60, 3600),
-    slowMaxRunS: positive('slow-max-run', v['slow-max-run'], quick ? 5 : 15, 3600),
+    slowMaxRunS: positive('slow-max-run', v['slow-max-run'], quick ? 3 : 15, 3600),
     coupons: int('coupons', v.coupons, quick ? 200 : 10_000, 1_000_000),
     couponStock: int('coupon-stock', v['coupon-stock'], 100),
-    durationS: positive('duration', v.duration, quick ? 1.5 : 10, 3600),
+    durationS: positive('duration', v.duration, quick ? 1 : 10, 3600),
     stormConcurrency: int('storm-concurrency', v['storm-concurrency'], 256, 100_000),
     settleEvents: int('settle-events', v['settle-events'], quick ? 2_000 : 50_000),
     ackLevels: list(ackRaw, ['replica', 'leader'] as const, 'ack-level'),

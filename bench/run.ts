@@ -18,6 +18,7 @@ import { flashSale } from './scenarios/flash-sale.js';
 import { manyCoupons } from './scenarios/many-coupons.js';
 import { settlement, settlementAvailable, settlementSpecs } from './scenarios/settlement.js';
 import { soldOutStorm } from './scenarios/sold-out-storm.js';
+import { warmUp } from './scenarios/warm-up.js';
 import { deleteNamespace, ensureStack, recreateDatabase, stackPids } from './stack-info.js';
 
 /** Starts the server processes and, in them, every server, all at once; if anything fails, ends them all. */
@@ -109,6 +110,7 @@ async function main(opts: BenchOptions): Promise<number> {
     progress.line(`[${elapsed()}] ${started.hosts.size} server processes, ${designs.length + (withSettlement ? 3 : 0)} servers started in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     // Flash sale: level by level, every design at one level before the next level, so that a busy spell of
     // a shared box falls on several designs rather than on all the runs of one.
+    for (const [i, d] of designs.entries()) await warmUp(ctx, started.designServers[i]!, d);
     for (const concurrency of opts.concurrency) {
       for (const [i, d] of designs.entries()) {
         if (d.scenarios.includes('flash-sale') && d.concurrency.includes(concurrency)) await flashSale(ctx, started.designServers[i]!, d, concurrency);

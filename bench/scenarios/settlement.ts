@@ -164,9 +164,10 @@ export async function settlement(ctx: BenchContext, servers: SettlementServers, 
   try {
     const batched = await drain(ctx, servers.fillBatched, drainHost, events, undefined, 'b', ctx.opts.maxRunS * 2000);
     if (!batched.complete) notes.push(`batched drain stopped before the end: ${batched.events} of ${batched.sold} settled`);
+    if (batched.seconds < 1) notes.push(`the backlog drained in ${batched.seconds.toFixed(2)} s: with polls every ${POLL_MS} ms the rate is rough (use more --settle-events)`);
     ctx.progress.line(`settlement batched: ${Math.round(batched.eventsPerS).toLocaleString('en')} events/s (${batched.events} events in ${batched.seconds.toFixed(2)} s)`);
     // One event per transaction is slow: a smaller backlog, and the rate from what settled within --max-run.
-    const single = await drain(ctx, servers.fillSingle, drainHost, Math.min(events, ctx.opts.quick ? 500 : 5_000), 1, '1', Math.min(ctx.opts.maxRunS, ctx.opts.quick ? 3 : 20) * 1000);
+    const single = await drain(ctx, servers.fillSingle, drainHost, Math.min(events, ctx.opts.quick ? 500 : 5_000), 1, '1', Math.min(ctx.opts.maxRunS, ctx.opts.quick ? 2 : 20) * 1000);
     if (!single.complete) notes.push(`one-per-transaction drain stopped by its time limit: ${single.events} of ${single.sold} settled`);
     ctx.progress.line(`settlement one per transaction: ${Math.round(single.eventsPerS).toLocaleString('en')} events/s`);
     const lag = await lagDuringFlashSale(ctx, servers.lag, events);
