@@ -9,8 +9,9 @@ export interface ForkOptions {
   env?: Record<string, string>;
   execArgv?: string[];
   readyTimeoutMs?: number;
-  /** Where the child's stderr goes; default: inherited. */
-  stderr?: 'inherit' | 'ignore' | 'pipe';
+  /** Where the child's stdout and stderr go: a file descriptor, or by default nowhere / inherited. */
+  stdout?: number;
+  stderr?: 'inherit' | 'ignore' | number;
 }
 
 export interface Child<Ready> {
@@ -24,7 +25,7 @@ export async function forkTs<Ready = unknown>(script: string, args: string[], o:
     env: { ...process.env, ...o.env },
     execArgv: ['--import', 'tsx', ...(o.execArgv ?? [])],
     serialization: 'advanced',
-    stdio: ['ignore', 'ignore', o.stderr ?? 'inherit', 'ipc'],
+    stdio: ['ignore', o.stdout ?? 'ignore', o.stderr ?? 'inherit', 'ipc'],
   });
   const ready = await new Promise<Ready>((resolve, reject) => {
     const timer = setTimeout(() => {

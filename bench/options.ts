@@ -87,7 +87,7 @@ Options:
   --load-workers N        load-generator processes (default 1)
   --connections N         HTTP/2 connections per load-generator process (default 4)
   --client KIND           http2 (raw HTTP/2 gRPC framing, default) or grpc-js (makeUnaryRequest)
-  --out DIR               where report.json / report.md / chart.svg go (default bench/out)
+  --out DIR               where report.json, report.md, chart.svg and the servers' logs go (default bench/out)
   --docs | --no-docs      also write docs/benchmark.md and docs/benchmark.svg (default: on for full runs)
   --profile               run the shardstock and settlement processes with --cpu-prof (<out>/profiles)
   --mysql-url URL         database for the service and the MySQL baseline

@@ -1,6 +1,7 @@
 // `npm run bench`: brings up (or reuses) the local stack, runs the scenarios against the service and the
 // baselines, prints a table as it goes and writes JSON, Markdown and an SVG chart. See --help.
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { cpus, loadavg } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { BenchContext } from './context.js';
@@ -24,6 +25,7 @@ import { deleteNamespace, ensureStack, recreateDatabase, stackPids } from './sta
 /** Starts the server processes and, in them, every server, all at once; if anything fails, ends them all. */
 async function startServers(ctx: BenchContext, designs: DesignRun[], withSettlement: boolean) {
   const names = new Set<HostName>(designs.map((d) => d.host));
+  mkdirSync(ctx.opts.out, { recursive: true });
   if (withSettlement) names.add('service-2').add('settlement');
   const hosts = new Map<HostName, ServerHost>();
   // The headline service process and the settlement process (lag run and drains) are the ones worth profiling.
@@ -35,7 +37,7 @@ async function startServers(ctx: BenchContext, designs: DesignRun[], withSettlem
     ...(st ? ([['service-2', st.fillBatched], ['service-2', st.fillSingle], ['settlement', st.lag]] as [HostName, ServerSpec][]) : []),
   ];
   const started = await Promise.allSettled([...names].map(async (n) => {
-    const host = await ServerHost.start(n, profile(n));
+    const host = await ServerHost.start(n, profile(n), join(ctx.opts.out, `server-${n}.log`));
     hosts.set(n, host);
     await host.preload(placed.filter(([h]) => h === n).map(([, s]) => s.design));
   }));
@@ -99,18 +101,24 @@ async function main(opts: BenchOptions): Promise<number> {
   };
 
   let closeAll = async (): Promise<unknown> => undefined;
+  const pending = new Set<string>();
+  const cleanUp = async (namespace: string) => {
+    pending.delete(namespace);
+    await deleteNamespace(namespace).catch((err: Error) => progress.line(`clean-up of ${namespace} failed: ${err.message}`));
+  };
   try {
     // Servers start together (module loading dominates start-up on a small box); each is stopped, and its
     // keys deleted, as soon as its scenarios are done.
     const designs = designRuns(ctx);
+    for (const d of designs) pending.add(d.namespace);
     const withSettlement = opts.scenarios.includes('settlement') && settlementAvailable();
     const t0 = Date.now();
     const started = await startServers(ctx, designs, withSettlement);
     closeAll = started.closeAll;
     progress.line(`[${elapsed()}] ${started.hosts.size} server processes, ${designs.length + (withSettlement ? 3 : 0)} servers started in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    for (const [i, d] of designs.entries()) await warmUp(ctx, started.designServers[i]!, d);
     // Flash sale: level by level, every design at one level before the next level, so that a busy spell of
     // a shared box falls on several designs rather than on all the runs of one.
-    for (const [i, d] of designs.entries()) await warmUp(ctx, started.designServers[i]!, d);
     for (const concurrency of opts.concurrency) {
       for (const [i, d] of designs.entries()) {
         if (d.scenarios.includes('flash-sale') && d.concurrency.includes(concurrency)) await flashSale(ctx, started.designServers[i]!, d, concurrency);
@@ -125,7 +133,7 @@ async function main(opts: BenchOptions): Promise<number> {
         }
       } finally {
         await server.stop();
-        await deleteNamespace(d.namespace).catch((err: Error) => progress.line(`clean-up of ${d.namespace} failed: ${err.message}`));
+        await cleanUp(d.namespace);
       }
     }
     if (started.settlementServers) ctx.settlement = await settlement(ctx, started.settlementServers, started.hosts.get('settlement')!);
@@ -134,6 +142,8 @@ async function main(opts: BenchOptions): Promise<number> {
     progress.clear();
     await closeAll();
     await load.close();
+    // Keys of servers a failure stopped early.
+    for (const ns of [...pending]) await cleanUp(ns);
   }
 
   const finishedAt = new Date();

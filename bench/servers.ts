@@ -1,5 +1,6 @@
 // Server processes (bench/server-child.ts) and the servers under test they host, driven over IPC.
 import type { ChildProcess } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import { forkTs, IpcCaller } from './child.js';
 import type { CouponLevel, CouponSpec, CpuSample } from './design.js';
 
@@ -25,8 +26,11 @@ export class ServerHost {
     readonly pid: number,
   ) {}
 
-  static async start(name: string, execArgv: string[] = []): Promise<ServerHost> {
-    const { proc, ready } = await forkTs<{ pid: number }>('bench/server-child.ts', [], { execArgv, readyTimeoutMs: 90_000 });
+  /** `logFile`: where the servers' logs (pino on stdout, at SHARDSTOCK_LOG_LEVEL) and stderr go. */
+  static async start(name: string, execArgv: string[] = [], logFile?: string): Promise<ServerHost> {
+    const fd = logFile ? openSync(logFile, 'w') : undefined;
+    const { proc, ready } = await forkTs<{ pid: number }>('bench/server-child.ts', [], { execArgv, readyTimeoutMs: 90_000, stdout: fd, stderr: fd });
+    if (fd !== undefined) closeSync(fd);
     return new ServerHost(name, proc, new IpcCaller(proc, `server process ${name}`), ready.pid);
   }
 

@@ -67,16 +67,17 @@ const fillerSpec = (ctx: BenchContext, tag: string): ServerSpec => ({
 async function drain(ctx: BenchContext, noWorkers: ServerHandle, host: ServerHost, events: number, settleBatch: number | undefined, tag: string, timeoutMs: number) {
   const ns = drainNamespace(ctx, tag);
   const id = `${ctx.runId}-st-${tag}`;
-  let sold = 0;
+  let workers: ServerHandle | undefined;
   try {
-    sold = (await sellOut(ctx, noWorkers, id, events, ctx.opts.stormConcurrency)).summary.deducted;
-  } finally {
-    await noWorkers.stop();
-  }
-  const workers = await host.add(`settle-drain-${tag}`, 'shardstock', serviceEnv(ctx, ns, {
-    SHARDSTOCK_WORKERS: 'relay,settle', ...(settleBatch ? { SHARDSTOCK_SETTLE_BATCH: String(settleBatch) } : {}),
-  }));
-  try {
+    let sold = 0;
+    try {
+      sold = (await sellOut(ctx, noWorkers, id, events, ctx.opts.stormConcurrency)).summary.deducted;
+    } finally {
+      await noWorkers.stop();
+    }
+    workers = await host.add(`settle-drain-${tag}`, 'shardstock', serviceEnv(ctx, ns, {
+      SHARDSTOCK_WORKERS: 'relay,settle', ...(settleBatch ? { SHARDSTOCK_SETTLE_BATCH: String(settleBatch) } : {}),
+    }));
     // CreateCoupon again (an idempotent replay) puts the coupon in this instance's catalog: its relay starts at once.
     await workers.create([{ id, stock: events, shards: ctx.opts.shards }]);
     const samples = await waitSettled(ctx, workers, id, sold, `settlement: draining ${tag}`, timeoutMs);
@@ -89,7 +90,7 @@ async function drain(ctx: BenchContext, noWorkers: ServerHandle, host: ServerHos
     const seconds = Math.max(0.001, (last.atMs - from.atMs) / 1000);
     return { events: last.settled - from.settled, seconds, eventsPerS: (last.settled - from.settled) / seconds, settleBatch: settleBatch ?? loadConfig({}).settleBatch, complete: last.settled >= sold, sold };
   } finally {
-    await workers.stop();
+    await workers?.stop();
     await deleteNamespace(ns).catch(() => 0);
     await deleteSettlementStream(ns).catch(() => {});
   }
