@@ -17,10 +17,10 @@ import { RUN_HEAD, RUN_RIGHT, runRow } from './report/runs-table.js';
 import { writeReport } from './report/write.js';
 import { flashSale } from './scenarios/flash-sale.js';
 import { manyCoupons } from './scenarios/many-coupons.js';
-import { settlement, settlementAvailable, settlementSpecs } from './scenarios/settlement.js';
+import { settlement, settlementAvailable, settlementNamespaces, settlementSpecs } from './scenarios/settlement.js';
 import { soldOutStorm } from './scenarios/sold-out-storm.js';
 import { warmUp } from './scenarios/warm-up.js';
-import { deleteNamespace, ensureStack, recreateDatabase, stackPids } from './stack-info.js';
+import { deleteNamespace, deleteSettlementStream, ensureStack, recreateDatabase, stackPids } from './stack-info.js';
 
 /** Starts the server processes and, in them, every server, all at once; if anything fails, ends them all. */
 async function startServers(ctx: BenchContext, designs: DesignRun[], withSettlement: boolean) {
@@ -102,6 +102,7 @@ async function main(opts: BenchOptions): Promise<number> {
 
   let closeAll = async (): Promise<unknown> => undefined;
   const pending = new Set<string>();
+  let settlementStarted = false;
   const cleanUp = async (namespace: string) => {
     pending.delete(namespace);
     await deleteNamespace(namespace).catch((err: Error) => progress.line(`clean-up of ${namespace} failed: ${err.message}`));
@@ -112,6 +113,8 @@ async function main(opts: BenchOptions): Promise<number> {
     const designs = designRuns(ctx);
     for (const d of designs) pending.add(d.namespace);
     const withSettlement = opts.scenarios.includes('settlement') && settlementAvailable();
+    settlementStarted = withSettlement;
+    if (withSettlement) for (const ns of settlementNamespaces(ctx)) pending.add(ns);
     const t0 = Date.now();
     const started = await startServers(ctx, designs, withSettlement);
     closeAll = started.closeAll;
@@ -136,14 +139,22 @@ async function main(opts: BenchOptions): Promise<number> {
         await cleanUp(d.namespace);
       }
     }
-    if (started.settlementServers) ctx.settlement = await settlement(ctx, started.settlementServers, started.hosts.get('settlement')!);
+    if (started.settlementServers) {
+      ctx.settlement = await settlement(ctx, started.settlementServers, started.hosts.get('settlement')!);
+      // It cleaned up after itself.
+      for (const ns of settlementNamespaces(ctx)) pending.delete(ns);
+      settlementStarted = false;
+    }
     else if (opts.scenarios.includes('settlement')) ctx.settlement = { available: false, reason: 'src/settlement is not built yet (issue #4)', notes: [] };
   } finally {
     progress.clear();
     await closeAll();
     await load.close();
-    // Keys of servers a failure stopped early.
+    // Keys (and settlement streams) of servers a failure stopped early.
     for (const ns of [...pending]) await cleanUp(ns);
+    if (settlementStarted) {
+      for (const ns of settlementNamespaces(ctx)) await deleteSettlementStream(ns).catch(() => {});
+    }
   }
 
   const finishedAt = new Date();

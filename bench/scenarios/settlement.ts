@@ -159,6 +159,9 @@ export function settlementSpecs(ctx: BenchContext): { fillBatched: ServerSpec; f
 
 export const settlementAvailable = () => existsSync(SETTLEMENT_DIR);
 
+/** Every namespace the settlement scenario uses, for clean-up after a failure (keys and streams). */
+export const settlementNamespaces = (ctx: BenchContext) => [drainNamespace(ctx, 'b'), drainNamespace(ctx, '1'), lagNamespace(ctx)];
+
 export async function settlement(ctx: BenchContext, servers: SettlementServers, drainHost: ServerHost): Promise<SettlementRecord> {
   const notes: string[] = [];
   const events = ctx.opts.settleEvents;
