@@ -105,6 +105,8 @@ export class DeductService {
       switch (r.kind) {
         case 'deducted':
           this.changes?.changed(couponId, false);
+          // A re-check of an expired sold-out flag found stock (a missed signal): stop refusing.
+          this.soldOut.clear(couponId);
           return { outcome: 'deducted', replayed: false, remaining: r.remaining, shard: home };
         case 'replay':
           return { outcome: 'deducted', replayed: true, remaining: r.remaining, shard: home };

@@ -1,7 +1,12 @@
 // Once a coupon is exhausted, Deduct answers SOLD_OUT from memory. The flag can only make this instance
 // refuse, never deduct; it is dropped when any instance signals returned stock (Restock, Compensate, a
-// refund) and expires after a short TTL in case such a signal was missed.
+// refund) and expires after a short TTL in case such a signal was missed. When it expires, ONE caller goes
+// to Redis to look again while the others keep refusing for a short grace: without that, every call in
+// flight probed all shards at once each time the flag lapsed.
 import type { StockSignals } from './ports.js';
+
+/** How long the other callers keep refusing while one re-checks an expired flag. */
+const RECHECK_GRACE_MS = 250;
 
 export class SoldOutCache {
   private readonly until = new Map<string, number>();
@@ -17,8 +22,10 @@ export class SoldOutCache {
   isSoldOut(couponId: string): boolean {
     const t = this.until.get(couponId);
     if (t === undefined) return false;
-    if (t <= Date.now()) {
-      this.until.delete(couponId);
+    const now = Date.now();
+    if (t <= now) {
+      // This caller re-checks; its outcome either marks the flag again (still sold out) or clears it.
+      this.until.set(couponId, now + RECHECK_GRACE_MS);
       return false;
     }
     this.hits++;
@@ -30,6 +37,6 @@ export class SoldOutCache {
   }
 
   clear(couponId: string): void {
-    this.until.delete(couponId);
+    if (this.until.size > 0) this.until.delete(couponId);
   }
 }
