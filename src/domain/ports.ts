@@ -62,19 +62,6 @@ export interface PendingMove {
   startedMs: number;
 }
 
-/** One shard's outbox events, as written by the Lua scripts. */
-export interface OutboxEvent {
-  streamId: string;
-  kind: 'D' | 'C';
-  couponId: string;
-  requestId: string;
-  userId: string;
-  quantity: number;
-  shard: number;
-  occurredAt: number;
-  reason: string;
-}
-
 /** Stock in Redis Cluster: every method is one atomic step in one shard's slot (probe: one per shard). */
 export interface StockStore {
   /** net: units the shard counts as deducted (a reloaded shard's share of the coupon's net deductions). */
