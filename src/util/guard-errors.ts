@@ -1,26 +1,35 @@
 // Infrastructure adapters report their failures as UNAVAILABLE domain errors: a use case never has to know
-// what an ioredis or mysql2 error looks like, and a client always gets a status it may retry.
+// what an ioredis or mysql2 error looks like, and a client always gets a status it may retry. The wrapper is
+// built once with one function per method (it sits on the Deduct hot path: no Proxy trap, no closure per call).
 import { DomainError, unavailable } from '../domain/errors.js';
 
+function methodNames(target: object): string[] {
+  const names = new Set<string>();
+  for (let o: object | null = target; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
+    for (const n of Object.getOwnPropertyNames(o)) {
+      if (n !== 'constructor' && typeof (target as Record<string, unknown>)[n] === 'function') names.add(n);
+    }
+  }
+  return [...names];
+}
+
 export function guardErrors<T extends object>(target: T, what: string): T {
-  return new Proxy(target, {
-    get(obj, prop, receiver) {
-      const value = Reflect.get(obj, prop, receiver);
-      if (typeof value !== 'function') return value;
-      return (...args: unknown[]) => {
-        let result: unknown;
-        try {
-          result = value.apply(obj, args);
-        } catch (err) {
-          throw err instanceof DomainError ? err : unavailable(`${what} cannot be reached`, err);
-        }
-        if (result instanceof Promise) {
-          return result.catch((err: unknown) => {
-            throw err instanceof DomainError ? err : unavailable(`${what} cannot be reached`, err);
-          });
-        }
-        return result;
-      };
-    },
-  });
+  const wrap = (err: unknown) => (err instanceof DomainError ? err : unavailable(`${what} cannot be reached`, err));
+  const rethrow = (err: unknown): never => {
+    throw wrap(err);
+  };
+  const wrapper: Record<string, unknown> = Object.create(target);
+  for (const name of methodNames(target)) {
+    const fn = (target as Record<string, (...a: unknown[]) => unknown>)[name]!;
+    wrapper[name] = (...args: unknown[]) => {
+      let result: unknown;
+      try {
+        result = fn.apply(target, args);
+      } catch (err) {
+        throw wrap(err);
+      }
+      return result instanceof Promise ? result.catch(rethrow) : result;
+    };
+  }
+  return wrapper as T;
 }
