@@ -93,7 +93,9 @@ export class CouponAdmin {
       settledRemaining: coupon.settledRemaining,
       pendingSettlement: Math.max(0, deducted - settledNet),
       soldOut: available === 0,
-      shards: includeShards ? shards.map((s) => ({ index: s.index, available: s.available ?? 0, inTransit: s.inTransit })) : [],
+      // A move's transit counter drops only when the source is acknowledged, after the target already
+      // received (and maybe sold) the units: units in transit are part of `available`, never more than it.
+      shards: includeShards ? shards.map((s) => ({ index: s.index, available: s.available ?? 0, inTransit: Math.min(s.inTransit, available) })) : [],
       observedAt: new Date(),
     };
   }
