@@ -2,16 +2,7 @@
 // small set) and counts the ones that fail. The wrapper is a plain object built once, with one wrapped
 // function per method: no Proxy trap on the call path.
 import type { FastCounter, FastHistogram } from './fast-metrics.js';
-
-function methodNames(target: object): string[] {
-  const names = new Set<string>();
-  for (let o: object | null = target; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
-    for (const n of Object.getOwnPropertyNames(o)) {
-      if (n !== 'constructor' && typeof (target as Record<string, unknown>)[n] === 'function') names.add(n);
-    }
-  }
-  return [...names];
-}
+import { methodNames } from '../util/method-names.js';
 
 export function timed<T extends object>(target: T, duration: FastHistogram, errors: FastCounter): T {
   const wrapper: Record<string, unknown> = Object.create(target);

@@ -2,16 +2,7 @@
 // what an ioredis or mysql2 error looks like, and a client always gets a status it may retry. The wrapper is
 // built once with one function per method (it sits on the Deduct hot path: no Proxy trap, no closure per call).
 import { DomainError, unavailable } from '../domain/errors.js';
-
-function methodNames(target: object): string[] {
-  const names = new Set<string>();
-  for (let o: object | null = target; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
-    for (const n of Object.getOwnPropertyNames(o)) {
-      if (n !== 'constructor' && typeof (target as Record<string, unknown>)[n] === 'function') names.add(n);
-    }
-  }
-  return [...names];
-}
+import { methodNames } from './method-names.js';
 
 export function guardErrors<T extends object>(target: T, what: string): T {
   const wrap = (err: unknown) => (err instanceof DomainError ? err : unavailable(`${what} cannot be reached`, err));
