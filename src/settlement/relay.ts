@@ -55,7 +55,6 @@ export class Relay {
   /** Coupons found through MySQL with a non-empty outbox, kept until it is empty. */
   private readonly discovered = new Map<string, Coupon>();
   private readonly state = new Stoppable();
-  private loop: Promise<void> | undefined;
   private lastSweep = 0;
   private sweeps = 0;
   private discoverDue = true;
@@ -70,14 +69,12 @@ export class Relay {
   ) {}
 
   start(): this {
-    this.state.running = true;
-    this.loop = this.run();
+    this.state.start(() => this.run());
     return this;
   }
 
-  async stop(): Promise<void> {
-    this.state.stop();
-    await this.loop;
+  stop(): Promise<void> {
+    return this.state.stop();
   }
 
   private async run(): Promise<void> {

@@ -69,7 +69,6 @@ const backoff = (n: number) => Math.min(250 * 2 ** Math.max(0, n - 1), 4000);
 
 export class Settler {
   private readonly state = new Stoppable();
-  private loop: Promise<void> | undefined;
   /** Events this instance holds back (counted apart from deliveries: an outage must not use them up). */
   private readonly holds = new Holds();
 
@@ -79,14 +78,12 @@ export class Settler {
   ) {}
 
   start(): this {
-    this.state.running = true;
-    this.loop = this.run();
+    this.state.start(() => this.run());
     return this;
   }
 
-  async stop(): Promise<void> {
-    this.state.stop();
-    await this.loop;
+  stop(): Promise<void> {
+    return this.state.stop();
   }
 
   private async run(): Promise<void> {

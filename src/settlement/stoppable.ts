@@ -1,7 +1,14 @@
-// A worker loop's running flag and its pauses, so stop() does not wait out a backoff.
+// A worker loop: its running flag, its pauses (so stop() does not wait out a backoff) and the loop itself,
+// so stop() returns once the current iteration has finished.
 export class Stoppable {
   running = false;
   private wake: (() => void) | undefined;
+  private loop: Promise<void> | undefined;
+
+  start(run: () => Promise<void>): void {
+    this.running = true;
+    this.loop = run();
+  }
 
   /** Resolves after ms, or as soon as stop() is called. */
   pause(ms: number): Promise<void> {
@@ -18,8 +25,9 @@ export class Stoppable {
     });
   }
 
-  stop(): void {
+  async stop(): Promise<void> {
     this.running = false;
     this.wake?.();
+    await this.loop;
   }
 }
