@@ -9,10 +9,19 @@ import { createInventoryClient } from '../src/client/grpc-client.js';
 
 const ns = `ack${Date.now() % 100000}`;
 async function run(level: 'replica' | 'leader', round: number) {
-  const app = await startApp(loadConfig({
-    SHARDSTOCK_GRPC_ADDR: '127.0.0.1:0', SHARDSTOCK_HTTP_ADDR: '127.0.0.1:0', SHARDSTOCK_MYSQL_URL: 'mysql://root@127.0.0.1:3306/shardstock_test',
-    SHARDSTOCK_NAMESPACE: ns, SHARDSTOCK_WORKERS: 'none', SHARDSTOCK_LOG_LEVEL: 'silent', SHARDSTOCK_ACK_LEVEL: level, SHARDSTOCK_MAX_IN_FLIGHT: '0',
-  }), createLogger('silent'));
+  const app = await startApp(
+    loadConfig({
+      SHARDSTOCK_GRPC_ADDR: '127.0.0.1:0',
+      SHARDSTOCK_HTTP_ADDR: '127.0.0.1:0',
+      SHARDSTOCK_MYSQL_URL: 'mysql://root@127.0.0.1:3306/shardstock_test',
+      SHARDSTOCK_NAMESPACE: ns,
+      SHARDSTOCK_WORKERS: 'none',
+      SHARDSTOCK_LOG_LEVEL: 'silent',
+      SHARDSTOCK_ACK_LEVEL: level,
+      SHARDSTOCK_MAX_IN_FLIGHT: '0',
+    }),
+    createLogger('silent'),
+  );
   const client = createInventoryClient(`127.0.0.1:${app.grpcPort}`);
   const couponId = `ack-${level}-${round}-${Date.now()}`;
   await client.createCoupon({ couponId, totalStock: 10_000_000n, shardCount: 16 });
@@ -22,7 +31,11 @@ async function run(level: 'replica' | 'leader', round: number) {
   async function measure(call: (i: number) => Promise<unknown>, count: number, conc: number) {
     let next = 0;
     const t0 = performance.now();
-    await Promise.all(Array.from({ length: conc }, async () => { while (next < count) await call(n + next++); }));
+    await Promise.all(
+      Array.from({ length: conc }, async () => {
+        while (next < count) await call(n + next++);
+      }),
+    );
     n += count;
     const ms = performance.now() - t0;
     return { perSec: Math.round((count / ms) * 1000), meanMs: +((ms / count) * conc).toFixed(3) };

@@ -55,7 +55,10 @@ export class IpcCaller {
   private seq = 0;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
 
-  constructor(private readonly proc: ChildProcess, private readonly name: string) {
+  constructor(
+    private readonly proc: ChildProcess,
+    private readonly name: string,
+  ) {
     proc.on('message', (msg: { id?: number; ok?: boolean; value?: unknown; error?: string }) => {
       if (typeof msg.id !== 'number') return;
       const p = this.pending.get(msg.id);

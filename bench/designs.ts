@@ -26,7 +26,12 @@ export function designRuns(ctx: Pick<BenchContext, 'opts' | 'runId'>): DesignRun
   for (const design of opts.designs) {
     if (design !== 'shardstock') {
       runs.push({
-        label: design, design, slow: design === 'mysql' || design === 'lock', scenarios: wanted, namespace: `${runId}-${design}`, host: 'baselines',
+        label: design,
+        design,
+        slow: design === 'mysql' || design === 'lock',
+        scenarios: wanted,
+        namespace: `${runId}-${design}`,
+        host: 'baselines',
         concurrency: opts.concurrency,
       });
       continue;
@@ -38,7 +43,12 @@ export function designRuns(ctx: Pick<BenchContext, 'opts' | 'runId'>): DesignRun
       const scenarios = i === 0 ? wanted : wanted.filter((s) => s === 'flash-sale');
       if (scenarios.length === 0) return;
       runs.push({
-        label: ack === 'replica' ? 'shardstock' : `shardstock-${ack}`, design, ackLevel: ack, slow: false, scenarios, namespace: `${runId}s${ack[0]}`,
+        label: ack === 'replica' ? 'shardstock' : `shardstock-${ack}`,
+        design,
+        ackLevel: ack,
+        slow: false,
+        scenarios,
+        namespace: `${runId}s${ack[0]}`,
         host: i === 0 ? 'service' : 'service-2',
         concurrency: i === 0 ? opts.concurrency : [middle],
       });
@@ -47,7 +57,11 @@ export function designRuns(ctx: Pick<BenchContext, 'opts' | 'runId'>): DesignRun
   return runs;
 }
 
-export function serviceEnv(ctx: Pick<BenchContext, 'opts' | 'runId'>, namespace: string, extra: Record<string, string> = {}): Record<string, string> {
+export function serviceEnv(
+  ctx: Pick<BenchContext, 'opts' | 'runId'>,
+  namespace: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
   return {
     SHARDSTOCK_GRPC_ADDR: '127.0.0.1:0',
     SHARDSTOCK_HTTP_ADDR: '127.0.0.1:0',
@@ -74,10 +88,15 @@ export interface ServerSpec {
 export type HostName = 'service' | 'service-2' | 'baselines' | 'settlement';
 
 export function serverSpec(ctx: Pick<BenchContext, 'opts' | 'runId'>, d: DesignRun): ServerSpec {
-  if (d.design === 'shardstock') return { label: d.label, design: d.design, env: serviceEnv(ctx, d.namespace, { SHARDSTOCK_ACK_LEVEL: d.ackLevel ?? 'replica' }) };
+  if (d.design === 'shardstock')
+    return { label: d.label, design: d.design, env: serviceEnv(ctx, d.namespace, { SHARDSTOCK_ACK_LEVEL: d.ackLevel ?? 'replica' }) };
   return {
     label: d.label,
     design: d.design,
-    env: { SHARDSTOCK_MYSQL_URL: ctx.opts.mysqlUrl, SHARDSTOCK_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn', BENCH_NAMESPACE: d.namespace },
+    env: {
+      SHARDSTOCK_MYSQL_URL: ctx.opts.mysqlUrl,
+      SHARDSTOCK_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+      BENCH_NAMESPACE: d.namespace,
+    },
   };
 }

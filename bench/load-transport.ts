@@ -80,8 +80,9 @@ export function rawHttp2Transport(addr: string, connections: number, timeoutMs: 
 
 export function grpcJsTransport(addr: string, connections: number, timeoutMs: number): LoadTransport {
   // A local subchannel pool per client, so each client really opens its own connection.
-  const clients = Array.from({ length: connections }, () =>
-    new grpc.Client(addr, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }),
+  const clients = Array.from(
+    { length: connections },
+    () => new grpc.Client(addr, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }),
   );
   const identity = (b: Buffer) => b;
   let next = 0;

@@ -17,10 +17,16 @@ const MAX_FAILURES_IN_A_ROW = 2_000;
 
 function run(job: LoadJob): Promise<LoadResult> {
   stopRequested = false;
-  const transport: LoadTransport = job.client === 'grpc-js'
-    ? grpcJsTransport(job.addr, job.connections, job.callTimeoutMs)
-    : rawHttp2Transport(job.addr, job.connections, job.callTimeoutMs);
-  const template = new DeductTemplate({ couponPrefix: job.couponPrefix, couponWidth: job.couponWidth, idPrefix: job.idPrefix, quantity: job.quantity });
+  const transport: LoadTransport =
+    job.client === 'grpc-js'
+      ? grpcJsTransport(job.addr, job.connections, job.callTimeoutMs)
+      : rawHttp2Transport(job.addr, job.connections, job.callTimeoutMs);
+  const template = new DeductTemplate({
+    couponPrefix: job.couponPrefix,
+    couponWidth: job.couponWidth,
+    idPrefix: job.idPrefix,
+    quantity: job.quantity,
+  });
   const hist = new Histogram();
   const outcomes: Record<string, number> = {};
   const errors: Record<string, number> = {};
@@ -54,8 +60,21 @@ function run(job: LoadJob): Promise<LoadResult> {
       const cpu = process.cpuUsage(cpu0);
       transport.close();
       resolve({
-        type: 'result', sent, completed, outcomes, errors, histogram: hist.counts, maxUs: hist.maxUs, startedAtMs, elapsedMs,
-        perSecond, successBuckets, perCoupon, cpuUserUs: cpu.user, cpuSystemUs: cpu.system, firstError,
+        type: 'result',
+        sent,
+        completed,
+        outcomes,
+        errors,
+        histogram: hist.counts,
+        maxUs: hist.maxUs,
+        startedAtMs,
+        elapsedMs,
+        perSecond,
+        successBuckets,
+        perCoupon,
+        cpuUserUs: cpu.user,
+        cpuSystemUs: cpu.system,
+        firstError,
       });
     };
 

@@ -5,7 +5,11 @@ import { forkTs } from './child.js';
 import { Histogram } from './histogram.js';
 import type { LoadJob, LoadProgress, LoadResult } from './load-types.js';
 
-export type RunSpec = Omit<LoadJob, 'concurrency' | 'idPrefix' | 'maxRequests'> & { concurrency: number; idPrefix: string; maxRequests?: number };
+export type RunSpec = Omit<LoadJob, 'concurrency' | 'idPrefix' | 'maxRequests'> & {
+  concurrency: number;
+  idPrefix: string;
+  maxRequests?: number;
+};
 
 export interface LoadSummary {
   sent: number;
@@ -54,7 +58,14 @@ export class LoadGenerators {
                 latest[i] = msg;
                 // One generator saw the coupon sold out: the others stop sending too.
                 if (spec.stopOnSoldOut && msg.soldOut > 0) for (const p of this.procs) p.send({ type: 'stop' });
-                onProgress?.(latest.reduce((a, b) => ({ completed: a.completed + b.completed, deducted: a.deducted + b.deducted, soldOut: a.soldOut + b.soldOut, errors: a.errors + b.errors })));
+                onProgress?.(
+                  latest.reduce((a, b) => ({
+                    completed: a.completed + b.completed,
+                    deducted: a.deducted + b.deducted,
+                    soldOut: a.soldOut + b.soldOut,
+                    errors: a.errors + b.errors,
+                  })),
+                );
               } else if (msg.type === 'result') {
                 proc.off('message', onMsg);
                 proc.off('exit', onExit);
@@ -73,12 +84,15 @@ export class LoadGenerators {
 
   async close(): Promise<void> {
     await Promise.all(
-      this.procs.map((p) => new Promise<void>((r) => {
-        if (p.exitCode !== null) return r();
-        p.once('exit', () => r());
-        p.send({ type: 'exit' });
-        setTimeout(() => p.kill('SIGKILL'), 5_000).unref();
-      })),
+      this.procs.map(
+        (p) =>
+          new Promise<void>((r) => {
+            if (p.exitCode !== null) return r();
+            p.once('exit', () => r());
+            p.send({ type: 'exit' });
+            setTimeout(() => p.kill('SIGKILL'), 5_000).unref();
+          }),
+      ),
     );
   }
 }
@@ -118,7 +132,12 @@ function merge(results: LoadResult[]): LoadSummary {
   const deducted = outcomes.DEDUCTED ?? 0;
   const errorCount = Object.values(errors).reduce((a, b) => a + b, 0);
   return {
-    sent, completed, deducted, outcomes, errors, errorCount,
+    sent,
+    completed,
+    deducted,
+    outcomes,
+    errors,
+    errorCount,
     firstError: results.find((r) => r.firstError)?.firstError,
     elapsedS,
     throughput: elapsedS > 0 ? completed / elapsedS : 0,

@@ -12,7 +12,13 @@ export interface Measured {
   cpu: CpuFigures;
 }
 
-export async function measuredLoad(ctx: BenchContext, server: ServerHandle, spec: RunSpec, label: string, total: { units: number; seconds: number }): Promise<Measured> {
+export async function measuredLoad(
+  ctx: BenchContext,
+  server: ServerHandle,
+  spec: RunSpec,
+  label: string,
+  total: { units: number; seconds: number },
+): Promise<Measured> {
   const stackPids = [...ctx.pids.redis, ...ctx.pids.mysql, server.pid];
   const s0 = snapshot(stackPids);
   const c0 = await server.cpu();
@@ -21,7 +27,12 @@ export async function measuredLoad(ctx: BenchContext, server: ServerHandle, spec
     const s = (Date.now() - started) / 1000;
     // Progress by units sold when the run goes until sold out, else by time.
     const [done, of] = spec.stopOnSoldOut ? [p.deducted, total.units] : [s, total.seconds];
-    ctx.progress.draw(label, done, of, `${p.completed.toLocaleString('en')} calls  ${Math.round(p.completed / Math.max(s, 0.001)).toLocaleString('en')}/s  errors ${p.errors}`);
+    ctx.progress.draw(
+      label,
+      done,
+      of,
+      `${p.completed.toLocaleString('en')} calls  ${Math.round(p.completed / Math.max(s, 0.001)).toLocaleString('en')}/s  errors ${p.errors}`,
+    );
   });
   const c1 = await server.cpu();
   const s1 = snapshot(stackPids);
@@ -56,9 +67,17 @@ export function record(
   notes: string[] = [],
 ): RunRecord {
   const s = m.summary;
-  if (s.errorCount > 0) notes.push(`${s.errorCount} failed calls (${Object.entries(s.errors).map(([k, v]) => `${k} ${v}`).join(', ')}); first: ${s.firstError}`);
+  if (s.errorCount > 0)
+    notes.push(
+      `${s.errorCount} failed calls (${Object.entries(s.errors)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}); first: ${s.firstError}`,
+    );
   return {
-    scenario, design, concurrency, stock,
+    scenario,
+    design,
+    concurrency,
+    stock,
     requests: s.completed,
     deducted: s.deducted,
     outcomes: s.outcomes,

@@ -107,8 +107,13 @@ export class UsageError extends Error {
 }
 
 function list<T extends string>(raw: string, known: readonly T[], what: string): T[] {
-  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
-  for (const i of items) if (!(known as readonly string[]).includes(i)) throw new UsageError(`unknown ${what} ${JSON.stringify(i)} (known: ${known.join(', ')})`);
+  const items = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const i of items)
+    if (!(known as readonly string[]).includes(i))
+      throw new UsageError(`unknown ${what} ${JSON.stringify(i)} (known: ${known.join(', ')})`);
   if (items.length === 0) throw new UsageError(`at least one ${what} is needed`);
   return [...new Set(items)] as T[];
 }
@@ -116,7 +121,8 @@ function list<T extends string>(raw: string, known: readonly T[], what: string):
 function positive(name: string, raw: string | undefined, def: number, max = 1e9): number {
   if (raw === undefined) return def;
   const v = Number(raw);
-  if (!Number.isFinite(v) || v <= 0 || v > max) throw new UsageError(`--${name} must be a number in (0, ${max}], got ${JSON.stringify(raw)}`);
+  if (!Number.isFinite(v) || v <= 0 || v > max)
+    throw new UsageError(`--${name} must be a number in (0, ${max}], got ${JSON.stringify(raw)}`);
   return v;
 }
 

@@ -30,17 +30,27 @@ async function startServers(ctx: BenchContext, designs: DesignRun[], withSettlem
   const hosts = new Map<HostName, ServerHost>();
   // The headline service process and the settlement process (lag run and drains) are the ones worth profiling.
   const profile = (n: HostName) =>
-    ctx.opts.profile && (n === 'service' || n === 'settlement') ? ['--cpu-prof', '--cpu-prof-dir', `${ctx.opts.out}/profiles`, '--cpu-prof-name', `${n}-${Date.now()}.cpuprofile`] : [];
+    ctx.opts.profile && (n === 'service' || n === 'settlement')
+      ? ['--cpu-prof', '--cpu-prof-dir', `${ctx.opts.out}/profiles`, '--cpu-prof-name', `${n}-${Date.now()}.cpuprofile`]
+      : [];
   const st = withSettlement ? settlementSpecs(ctx) : undefined;
   const placed: [HostName, ServerSpec][] = [
     ...designs.map((d): [HostName, ServerSpec] => [d.host, serverSpec(ctx, d)]),
-    ...(st ? ([['service-2', st.fillBatched], ['service-2', st.fillSingle], ['settlement', st.lag]] as [HostName, ServerSpec][]) : []),
+    ...(st
+      ? ([
+          ['service-2', st.fillBatched],
+          ['service-2', st.fillSingle],
+          ['settlement', st.lag],
+        ] as [HostName, ServerSpec][])
+      : []),
   ];
-  const started = await Promise.allSettled([...names].map(async (n) => {
-    const host = await ServerHost.start(n, profile(n), join(ctx.opts.out, `server-${n}.log`));
-    hosts.set(n, host);
-    await host.preload(placed.filter(([h]) => h === n).map(([, s]) => s.design));
-  }));
+  const started = await Promise.allSettled(
+    [...names].map(async (n) => {
+      const host = await ServerHost.start(n, profile(n), join(ctx.opts.out, `server-${n}.log`));
+      hosts.set(n, host);
+      await host.preload(placed.filter(([h]) => h === n).map(([, s]) => s.design));
+    }),
+  );
   const closeAll = () => Promise.all([...hosts.values()].map((h) => h.close()));
   try {
     for (const r of started) if (r.status === 'rejected') throw r.reason;
@@ -82,14 +92,20 @@ async function main(opts: BenchOptions): Promise<number> {
   const elapsed = () => `${((Date.now() - startedAt.getTime()) / 1000).toFixed(0)}s`;
   const loadAvgAtStart = loadavg();
   const progress = new Progress(opts.progress && process.stderr.isTTY === true);
-  progress.line(`shardstock bench (${opts.quick ? 'quick' : 'full'}): scenarios ${opts.scenarios.join(', ')}; designs ${opts.designs.join(', ')}`);
+  progress.line(
+    `shardstock bench (${opts.quick ? 'quick' : 'full'}): scenarios ${opts.scenarios.join(', ')}; designs ${opts.designs.join(', ')}`,
+  );
   await ensureStack();
   await recreateDatabase(opts.mysqlUrl);
   const runId = `b${Date.now().toString(36).slice(-6)}${randomBytes(1).toString('hex')}`;
   const load = await LoadGenerators.start(opts.loadWorkers);
   let printedHead = false;
   const ctx: BenchContext = {
-    opts, runId, load, progress, runs: [],
+    opts,
+    runId,
+    load,
+    progress,
+    runs: [],
     pids: await stackPids(opts.mysqlUrl),
     onRun(r: RunRecord) {
       const table = textTable(RUN_HEAD, [runRow(r)], RUN_RIGHT).split('\n');
@@ -118,13 +134,16 @@ async function main(opts: BenchOptions): Promise<number> {
     const t0 = Date.now();
     const started = await startServers(ctx, designs, withSettlement);
     closeAll = started.closeAll;
-    progress.line(`[${elapsed()}] ${started.hosts.size} server processes, ${designs.length + (withSettlement ? 3 : 0)} servers started in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    progress.line(
+      `[${elapsed()}] ${started.hosts.size} server processes, ${designs.length + (withSettlement ? 3 : 0)} servers started in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+    );
     for (const [i, d] of designs.entries()) await warmUp(ctx, started.designServers[i]!, d);
     // Flash sale: level by level, every design at one level before the next level, so that a busy spell of
     // a shared box falls on several designs rather than on all the runs of one.
     for (const concurrency of opts.concurrency) {
       for (const [i, d] of designs.entries()) {
-        if (d.scenarios.includes('flash-sale') && d.concurrency.includes(concurrency)) await flashSale(ctx, started.designServers[i]!, d, concurrency);
+        if (d.scenarios.includes('flash-sale') && d.concurrency.includes(concurrency))
+          await flashSale(ctx, started.designServers[i]!, d, concurrency);
       }
     }
     for (const [i, d] of designs.entries()) {
@@ -144,8 +163,8 @@ async function main(opts: BenchOptions): Promise<number> {
       // It cleaned up after itself.
       for (const ns of settlementNamespaces(ctx)) pending.delete(ns);
       settlementStarted = false;
-    }
-    else if (opts.scenarios.includes('settlement')) ctx.settlement = { available: false, reason: 'src/settlement is not built yet (issue #4)', notes: [] };
+    } else if (opts.scenarios.includes('settlement'))
+      ctx.settlement = { available: false, reason: 'src/settlement is not built yet (issue #4)', notes: [] };
   } finally {
     progress.clear();
     await closeAll();
@@ -164,7 +183,13 @@ async function main(opts: BenchOptions): Promise<number> {
     startedAt: startedAt.toISOString(),
     finishedAt: finishedAt.toISOString(),
     durationS: (finishedAt.getTime() - startedAt.getTime()) / 1000,
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model.trim() ?? 'unknown', node: process.versions.node, platform: `${process.platform} ${process.arch}`, loadAvgAtStart },
+    machine: {
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
+      node: process.versions.node,
+      platform: `${process.platform} ${process.arch}`,
+      loadAvgAtStart,
+    },
     options: opts,
     loadGenerator: `${opts.loadWorkers} process(es), ${opts.connections} HTTP/2 connection(s) each, ${opts.client === 'http2' ? 'raw node:http2 gRPC framing' : 'grpc-js makeUnaryRequest'}, requests pre-encoded`,
     runs: ctx.runs,
@@ -179,11 +204,19 @@ async function main(opts: BenchOptions): Promise<number> {
   process.stdout.write(`\n${textTable(['target', 'want', 'measured', 'result'], t)}\n\n`);
   if (ctx.settlement) {
     const s = ctx.settlement;
-    process.stdout.write(`settlement: ${s.available ? [
-      s.batched && `batched ${Math.round(s.batched.eventsPerS)} ev/s`,
-      s.single && `one-per-transaction ${Math.round(s.single.eventsPerS)} ev/s`,
-      s.lag && `lag p50 ${Math.round(s.lag.p50Ms)} ms p99 ${Math.round(s.lag.p99Ms)} ms`,
-    ].filter(Boolean).join(', ') : `not available (${s.reason})`}\n`);
+    process.stdout.write(
+      `settlement: ${
+        s.available
+          ? [
+              s.batched && `batched ${Math.round(s.batched.eventsPerS)} ev/s`,
+              s.single && `one-per-transaction ${Math.round(s.single.eventsPerS)} ev/s`,
+              s.lag && `lag p50 ${Math.round(s.lag.p50Ms)} ms p99 ${Math.round(s.lag.p99Ms)} ms`,
+            ]
+              .filter(Boolean)
+              .join(', ')
+          : `not available (${s.reason})`
+      }\n`,
+    );
   }
   process.stdout.write(`wrote ${files.join(', ')}\n`);
   if (report.oversoldTotal > 0) {

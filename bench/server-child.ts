@@ -28,7 +28,9 @@ async function serveService(env: Env): Promise<Served> {
   return {
     port: app.grpcPort,
     async create(coupons) {
-      await mapLimit(coupons, 32, (c) => app.admin.create({ couponId: c.id, totalStock: BigInt(c.stock), shardCount: c.shards, perUserLimit: 0 }));
+      await mapLimit(coupons, 32, (c) =>
+        app.admin.create({ couponId: c.id, totalStock: BigInt(c.stock), shardCount: c.shards, perUserLimit: 0 }),
+      );
     },
     async levels(ids) {
       return mapLimit(ids, 32, async (id) => {
@@ -45,12 +47,16 @@ async function baselineStore(design: string, env: Env): Promise<{ store: Baselin
   const config = loadConfig(env);
   const ns = env.BENCH_NAMESPACE ?? 'bench';
   if (design === 'noop') return { store: (await import('./baselines/noop.js')).noopStore(), close: async () => {} };
-  if (design === 'mysql') return { store: await (await import('./baselines/mysql-only.js')).mysqlOnlyStore(config.mysqlUrl), close: async () => {} };
+  if (design === 'mysql')
+    return { store: await (await import('./baselines/mysql-only.js')).mysqlOnlyStore(config.mysqlUrl), close: async () => {} };
   if (design === 'lock' || design === 'single-key') {
     const { connectBaselineCluster, waitClusterReady } = await import('./baselines/redis.js');
     const cluster = connectBaselineCluster(config.redisNodes);
     await waitClusterReady(cluster);
-    const store = design === 'lock' ? (await import('./baselines/lock.js')).lockStore(cluster, ns) : (await import('./baselines/single-key.js')).singleKeyStore(cluster, ns);
+    const store =
+      design === 'lock'
+        ? (await import('./baselines/lock.js')).lockStore(cluster, ns)
+        : (await import('./baselines/single-key.js')).singleKeyStore(cluster, ns);
     return { store, close: async () => void (await cluster.quit()) };
   }
   throw new Error(`unknown design ${JSON.stringify(design)}`);
@@ -94,7 +100,8 @@ serveIpc({
   /** Loads the modules the given designs need, so processes can do it side by side before any server starts. */
   preload: async (a: { designs: string[] }) => {
     if (a.designs.includes('shardstock')) await import('../src/app/app.js');
-    if (a.designs.some((d) => d !== 'shardstock')) await Promise.all([import('../src/transport/grpc-server.js'), import('./baselines/handlers.js')]);
+    if (a.designs.some((d) => d !== 'shardstock'))
+      await Promise.all([import('../src/transport/grpc-server.js'), import('./baselines/handlers.js')]);
   },
   start: async (a: { label: string; design: string; env: Record<string, string> }) => {
     const env = { ...process.env, ...a.env };

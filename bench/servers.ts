@@ -29,7 +29,12 @@ export class ServerHost {
   /** `logFile`: where the servers' logs (pino on stdout, at SHARDSTOCK_LOG_LEVEL) and stderr go. */
   static async start(name: string, execArgv: string[] = [], logFile?: string): Promise<ServerHost> {
     const fd = logFile ? openSync(logFile, 'w') : undefined;
-    const { proc, ready } = await forkTs<{ pid: number }>('bench/server-child.ts', [], { execArgv, readyTimeoutMs: 90_000, stdout: fd, stderr: fd });
+    const { proc, ready } = await forkTs<{ pid: number }>('bench/server-child.ts', [], {
+      execArgv,
+      readyTimeoutMs: 90_000,
+      stdout: fd,
+      stderr: fd,
+    });
     if (fd !== undefined) closeSync(fd);
     return new ServerHost(name, proc, new IpcCaller(proc, `server process ${name}`), ready.pid);
   }

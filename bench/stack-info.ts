@@ -43,7 +43,8 @@ function serverUrl(url: string): string {
  * server to start runs the migrations (the others start after it, so they do not race to create tables). */
 export async function recreateDatabase(url: string): Promise<void> {
   const db = decodeURIComponent(new URL(url).pathname.replace(/^\//, ''));
-  if (!/^[A-Za-z0-9_]*bench[A-Za-z0-9_]*$/.test(db)) throw new Error(`refusing to recreate ${JSON.stringify(db)}: the benchmark database name must contain "bench"`);
+  if (!/^[A-Za-z0-9_]*bench[A-Za-z0-9_]*$/.test(db))
+    throw new Error(`refusing to recreate ${JSON.stringify(db)}: the benchmark database name must contain "bench"`);
   const conn = await mysqlConnect(serverUrl(url));
   try {
     await conn.query(`drop database if exists \`${db}\``);
@@ -56,7 +57,10 @@ export async function recreateDatabase(url: string): Promise<void> {
 /** Unlinks every key under `<ns>:` on every master (a run's shards, request records, outboxes, baseline keys). */
 export async function deleteNamespace(ns: string): Promise<number> {
   const { Cluster } = await import('ioredis');
-  const cluster = new Cluster(REDIS_PORTS.slice(0, 3).map((port) => ({ host: '127.0.0.1', port })), { scaleReads: 'master' });
+  const cluster = new Cluster(
+    REDIS_PORTS.slice(0, 3).map((port) => ({ host: '127.0.0.1', port })),
+    { scaleReads: 'master' },
+  );
   let deleted = 0;
   try {
     await new Promise<void>((resolve, reject) => {

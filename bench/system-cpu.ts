@@ -27,7 +27,12 @@ export function snapshot(pids: number[]): CpuSnapshot {
   const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
   const total = line.slice(0, 8).reduce((a, b) => a + b, 0);
   const idle = (line[3] ?? 0) + (line[4] ?? 0);
-  return { atMs: Date.now(), machineBusyUs: (total - idle) * TICK_US, machineTotalUs: total * TICK_US, procs: new Map(pids.map((p) => [p, procCpuUs(p)])) };
+  return {
+    atMs: Date.now(),
+    machineBusyUs: (total - idle) * TICK_US,
+    machineTotalUs: total * TICK_US,
+    procs: new Map(pids.map((p) => [p, procCpuUs(p)])),
+  };
 }
 
 /** Busy share of the whole machine (100% = every core busy) and CPU of the given processes in µs. */

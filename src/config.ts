@@ -150,7 +150,10 @@ function threshold(name: string, raw: string): LowStockThreshold {
 
 function thresholdOverrides(name: string, raw: string): Map<string, LowStockThreshold> {
   const map = new Map<string, LowStockThreshold>();
-  for (const part of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const part of raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const eq = part.lastIndexOf('=');
     if (eq <= 0) throw new ConfigError(`${name} must be couponId=threshold pairs, got ${JSON.stringify(part)}`);
     map.set(part.slice(0, eq), threshold(name, part.slice(eq + 1)));
@@ -180,7 +183,16 @@ function authTokens(env: Env): TokenEntry[] {
   const entries: TokenEntry[] = [];
   try {
     const inline = str(env, 'SHARDSTOCK_AUTH_TOKENS', '');
-    if (inline) entries.push(...parseTokenEntries(inline.split(',').map((s) => s.trim()).filter(Boolean), 'SHARDSTOCK_AUTH_TOKENS'));
+    if (inline)
+      entries.push(
+        ...parseTokenEntries(
+          inline
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean),
+          'SHARDSTOCK_AUTH_TOKENS',
+        ),
+      );
     const path = file(env, 'SHARDSTOCK_AUTH_TOKENS_FILE');
     if (path) entries.push(...parseTokenEntries(tokenFileEntries(readFileSync(path, 'utf8')), 'SHARDSTOCK_AUTH_TOKENS_FILE'));
     new TokenRegistry(entries);
@@ -200,7 +212,8 @@ function security(env: Env) {
   }
   const rateLimitRps = int(env, 'SHARDSTOCK_RATE_LIMIT_RPS', 0, 0, 10_000_000);
   const grpc = tlsFiles(env, 'SHARDSTOCK_GRPC_TLS');
-  if (grpc.caFile !== undefined) throw new ConfigError('SHARDSTOCK_GRPC_TLS_CA is not a setting: use SHARDSTOCK_GRPC_TLS_CLIENT_CA for mTLS');
+  if (grpc.caFile !== undefined)
+    throw new ConfigError('SHARDSTOCK_GRPC_TLS_CA is not a setting: use SHARDSTOCK_GRPC_TLS_CLIENT_CA for mTLS');
   const clientCaFile = file(env, 'SHARDSTOCK_GRPC_TLS_CLIENT_CA');
   if (clientCaFile && !grpc.certFile) throw new ConfigError('SHARDSTOCK_GRPC_TLS_CLIENT_CA needs SHARDSTOCK_GRPC_TLS_CERT and _KEY');
   return {

@@ -46,7 +46,10 @@ async function spawnInstance(namespace: string, name: string): Promise<{ proc: C
   const until = Date.now() + 30_000;
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`instance ${name} exited ${proc.exitCode}: ${stderr}`);
-    const code = await client.getStock({ couponId: 'probe' }, { deadlineMs: 1000 }).then(() => 0, (e: { code: number }) => e.code);
+    const code = await client.getStock({ couponId: 'probe' }, { deadlineMs: 1000 }).then(
+      () => 0,
+      (e: { code: number }) => e.code,
+    );
     if (code === status.NOT_FOUND) return { proc, client };
     if (Date.now() > until) throw new Error(`instance ${name} did not serve within 30 s: ${stderr}`);
     await sleep(200);
@@ -65,7 +68,11 @@ describe('a service instance SIGKILLed during a flash sale', () => {
     let alive = [a.client, b.client];
     let killedAt = 0;
     const r = await flashLoad({
-      clients: () => alive, couponId, requestIds: ids, concurrency: 64, giveUpAt: Date.now() + 90_000,
+      clients: () => alive,
+      couponId,
+      requestIds: ids,
+      concurrency: 64,
+      giveUpAt: Date.now() + 90_000,
       onResolved: (n) => {
         if (n !== 500) return;
         b.proc.kill('SIGKILL');
@@ -86,7 +93,12 @@ describe('a service instance SIGKILLed during a flash sale', () => {
     observer = await startTestApp({ SHARDSTOCK_NAMESPACE: namespace });
     const { recorded } = await recordsAndOutbox(observer.app, couponId, ids);
     expect([...recorded].sort()).toEqual([...r.deducted].sort());
-    await waitFor('moves left by the dead instance to be swept', () => shardState(observer!.app, couponId), (s) => s.inTransit === 0, 20_000);
+    await waitFor(
+      'moves left by the dead instance to be swept',
+      () => shardState(observer!.app, couponId),
+      (s) => s.inTransit === 0,
+      20_000,
+    );
     const state = await shardState(observer.app, couponId);
     expect(state.net).toBe(r.deducted.size);
     expect(state.available + state.net).toBe(stock);
@@ -95,9 +107,11 @@ describe('a service instance SIGKILLed during a flash sale', () => {
     const rec = await settled(a.client, couponId, 60_000);
     const ledger = await ledgerFigures(observer.app, couponId);
     const ledgerIds = new Set(
-      (await observer.app.orm.em.fork().execute<{ request_id: string }[]>(
-        "select request_id from stock_ledger where coupon_id = ? and kind = 'DEDUCT'", [couponId],
-      )).map((x) => x.request_id),
+      (
+        await observer.app.orm.em
+          .fork()
+          .execute<{ request_id: string }[]>("select request_id from stock_ledger where coupon_id = ? and kind = 'DEDUCT'", [couponId])
+      ).map((x) => x.request_id),
     );
     expect([...r.deducted].filter((id) => !ledgerIds.has(id))).toEqual([]);
     expect(ledgerIds.size).toBe(r.deducted.size);
@@ -105,10 +119,14 @@ describe('a service instance SIGKILLed during a flash sale', () => {
     expect(ledger.deductUnits).toBe(r.deducted.size);
     expect(ledger.remaining).toBe(stock - r.deducted.size);
     expect(ledger.anomalies).toEqual([]);
-    console.log('[faults] instance SIGKILLed:', JSON.stringify({
-      deducted: r.deducted.size, refused: r.refused.size,
-      failedAttempts: Object.fromEntries([...r.errorCodes].map(([c, n]) => [status[c] ?? c, n])),
-      reconcile: { consistent: rec.consistent, ledgerDeducted: Number(rec.ledgerDeducted), redisDrift: Number(rec.redisDrift) },
-    }));
+    console.log(
+      '[faults] instance SIGKILLed:',
+      JSON.stringify({
+        deducted: r.deducted.size,
+        refused: r.refused.size,
+        failedAttempts: Object.fromEntries([...r.errorCodes].map(([c, n]) => [status[c] ?? c, n])),
+        reconcile: { consistent: rec.consistent, ledgerDeducted: Number(rec.ledgerDeducted), redisDrift: Number(rec.redisDrift) },
+      }),
+    );
   });
 });

@@ -81,7 +81,10 @@ function codes(r: FlashLoadResult): Record<string, number> {
 
 /** First successful deduct served by one of `shards` after `since`. */
 function firstServedAfter(r: FlashLoadResult, shards: number[], since: number): number | undefined {
-  return r.attempts.filter((a) => a.code === 0 && a.shard !== undefined && shards.includes(a.shard) && a.at >= since).map((a) => a.at).sort((a, b) => a - b)[0];
+  return r.attempts
+    .filter((a) => a.code === 0 && a.shard !== undefined && shards.includes(a.shard) && a.at >= since)
+    .map((a) => a.at)
+    .sort((a, b) => a - b)[0];
 }
 
 describe('a Redis master SIGKILLed during a flash sale', () => {
@@ -94,7 +97,11 @@ describe('a Redis master SIGKILLed during a flash sale', () => {
       const sale = await saleOn(t, stock, 8);
       const fault = faultPlan(sale.victimPort, sale.victimSlot);
       const r = await flashLoad({
-        clients: () => clients, couponId: sale.couponId, requestIds: ids, concurrency: 64, giveUpAt: Date.now() + 60_000,
+        clients: () => clients,
+        couponId: sale.couponId,
+        requestIds: ids,
+        concurrency: 64,
+        giveUpAt: Date.now() + 60_000,
         onResolved: (n) => n === 600 && void fault.trigger(),
       });
       await fault.done();
@@ -130,11 +137,18 @@ describe('a Redis master SIGKILLed during a flash sale', () => {
       const servedAgain = firstServedAfter(r, sale.victimShards, times.promotedAt);
       expect(servedAgain).toBeDefined();
       expect(servedAgain! - times.promotedAt).toBeLessThan(20_000);
-      console.log('[faults] replica ack, master SIGKILLed:', JSON.stringify({
-        deducted: r.deducted.size, refused: r.refused.size, failedAttempts: codes(r),
-        promotionMs: times.promotedAt - times.killedAt, servedAgainAfterPromotionMs: servedAgain! - times.promotedAt,
-        restartToServedMs: servedAgain! - times.restartedAt, fence: t.app.fence?.stats,
-      }));
+      console.log(
+        '[faults] replica ack, master SIGKILLed:',
+        JSON.stringify({
+          deducted: r.deducted.size,
+          refused: r.refused.size,
+          failedAttempts: codes(r),
+          promotionMs: times.promotedAt - times.killedAt,
+          servedAgainAfterPromotionMs: servedAgain! - times.promotedAt,
+          restartToServedMs: servedAgain! - times.restartedAt,
+          fence: t.app.fence?.stats,
+        }),
+      );
     } finally {
       clients[1]!.close();
       await t.close();
@@ -150,7 +164,11 @@ describe('a Redis master SIGKILLed during a flash sale', () => {
       const sale = await saleOn(t, stock, 8);
       const fault = faultPlan(sale.victimPort, sale.victimSlot);
       const r = await flashLoad({
-        clients: () => clients, couponId: sale.couponId, requestIds: ids, concurrency: 64, giveUpAt: Date.now() + 60_000,
+        clients: () => clients,
+        couponId: sale.couponId,
+        requestIds: ids,
+        concurrency: 64,
+        giveUpAt: Date.now() + 60_000,
         onResolved: (n) => n === 600 && void fault.trigger(),
       });
       await fault.done();
@@ -178,10 +196,18 @@ describe('a Redis master SIGKILLed during a flash sale', () => {
       const servedAgain = firstServedAfter(r, sale.victimShards, times.promotedAt);
       expect(servedAgain).toBeDefined();
       expect(servedAgain! - times.promotedAt).toBeLessThan(10_000);
-      console.log('[faults] leader ack, master SIGKILLed:', JSON.stringify({
-        deducted: r.deducted.size, lostAcknowledged: lost.length, oversold: Math.max(0, r.deducted.size - stock), failedAttempts: codes(r),
-        promotionMs: times.promotedAt - times.killedAt, servedAgainAfterPromotionMs: servedAgain! - times.promotedAt, fence: t.app.fence?.stats,
-      }));
+      console.log(
+        '[faults] leader ack, master SIGKILLed:',
+        JSON.stringify({
+          deducted: r.deducted.size,
+          lostAcknowledged: lost.length,
+          oversold: Math.max(0, r.deducted.size - stock),
+          failedAttempts: codes(r),
+          promotionMs: times.promotedAt - times.killedAt,
+          servedAgainAfterPromotionMs: servedAgain! - times.promotedAt,
+          fence: t.app.fence?.stats,
+        }),
+      );
     } finally {
       clients[1]!.close();
       await t.close();
@@ -199,7 +225,11 @@ describe('settlement through a Redis failover', () => {
       const sale = await saleOn(t, stock, 8);
       const fault = faultPlan(sale.victimPort, sale.victimSlot);
       const r = await flashLoad({
-        clients: () => clients, couponId: sale.couponId, requestIds: ids, concurrency: 64, giveUpAt: Date.now() + 60_000,
+        clients: () => clients,
+        couponId: sale.couponId,
+        requestIds: ids,
+        concurrency: 64,
+        giveUpAt: Date.now() + 60_000,
         onResolved: (n) => n === 500 && void fault.trigger(),
       });
       await fault.done();
@@ -210,8 +240,13 @@ describe('settlement through a Redis failover', () => {
       const rec = await settled(t.client, sale.couponId, 60_000);
       const ledger = await ledgerFigures(t.app, sale.couponId);
       const ledgerIds = new Set(
-        (await t.app.orm.em.fork().execute<{ request_id: string }[]>("select request_id from stock_ledger where coupon_id = ? and kind = 'DEDUCT'", [sale.couponId]))
-          .map((x) => x.request_id),
+        (
+          await t.app.orm.em
+            .fork()
+            .execute<{ request_id: string }[]>("select request_id from stock_ledger where coupon_id = ? and kind = 'DEDUCT'", [
+              sale.couponId,
+            ])
+        ).map((x) => x.request_id),
       );
       expect([...r.deducted].filter((id) => !ledgerIds.has(id))).toEqual([]);
       expect(ledger.duplicates).toBe(0);
@@ -224,7 +259,16 @@ describe('settlement through a Redis failover', () => {
       const ledgerOnly = [...ledgerIds].filter((id) => !r.deducted.has(id));
       expect(ledgerOnly.filter((id) => !inDoubt.has(id))).toEqual([]);
       expect(rec.consistent).toBe(true);
-      console.log('[faults] settlement through failover:', JSON.stringify({ deducted: r.deducted.size, ledger: ledger.deductRows, ledgerOnly: ledgerOnly.length, inDoubt: inDoubt.size, failedAttempts: codes(r) }));
+      console.log(
+        '[faults] settlement through failover:',
+        JSON.stringify({
+          deducted: r.deducted.size,
+          ledger: ledger.deductRows,
+          ledgerOnly: ledgerOnly.length,
+          inDoubt: inDoubt.size,
+          failedAttempts: codes(r),
+        }),
+      );
     } finally {
       clients[1]!.close();
       await t.close();
@@ -243,7 +287,12 @@ describe('a retry storm during a failover', () => {
       const fault = faultPlan(sale.victimPort, sale.victimSlot);
       void sleep(150).then(() => fault.trigger());
       const r = await flashLoad({
-        clients: () => clients, couponId: sale.couponId, requestIds: ids, concurrency: 128, callersPerId: 8, giveUpAt: Date.now() + 60_000,
+        clients: () => clients,
+        couponId: sale.couponId,
+        requestIds: ids,
+        concurrency: 128,
+        callersPerId: 8,
+        giveUpAt: Date.now() + 60_000,
       });
       await fault.done();
       await cluster.waitHealthy();
@@ -261,7 +310,10 @@ describe('a retry storm during a failover', () => {
       const state = await shardState(t.app, sale.couponId);
       expect(state.net).toBe(stock);
       expect(state.available + state.inTransit).toBe(0);
-      console.log('[faults] retry storm:', JSON.stringify({ attempts: r.attempts.length, failedAttempts: codes(r), deducted: r.deducted.size }));
+      console.log(
+        '[faults] retry storm:',
+        JSON.stringify({ attempts: r.attempts.length, failedAttempts: codes(r), deducted: r.deducted.size }),
+      );
     } finally {
       clients[1]!.close();
       await t.close();
@@ -295,7 +347,14 @@ describe('a master that dies while its replica is cut off', () => {
   }
 
   const fiveDeducts = (t: TestApp) => (couponId: string) =>
-    Promise.all(Array.from({ length: 5 }, (_, i) => t.client.deduct({ couponId, requestId: `x${i}`, quantity: 1n }).then((r) => r.outcome, (e: { code: number }) => e.code)));
+    Promise.all(
+      Array.from({ length: 5 }, (_, i) =>
+        t.client.deduct({ couponId, requestId: `x${i}`, quantity: 1n }).then(
+          (r) => r.outcome,
+          (e: { code: number }) => e.code,
+        ),
+      ),
+    );
 
   it('when the ack level is leader, then deductions acknowledged in that moment are lost with the master and their units are sold again (the documented window)', async () => {
     const { t } = await startInstance('leader');
@@ -319,7 +378,9 @@ describe('a master that dies while its replica is cut off', () => {
       const { couponId, written } = await cutOffThenKill(t, fiveDeducts(t));
       expect(written).toEqual(Array(5).fill(status.UNAVAILABLE));
       await cluster.waitHealthy();
-      const retries = await Promise.all(Array.from({ length: 5 }, (_, i) => t.client.deduct({ couponId, requestId: `x${i}`, quantity: 1n })));
+      const retries = await Promise.all(
+        Array.from({ length: 5 }, (_, i) => t.client.deduct({ couponId, requestId: `x${i}`, quantity: 1n })),
+      );
       expect(retries.map((r) => r.outcome)).toEqual(Array(5).fill(DeductOutcome.DEDUCTED));
       // The first writes died with the master: the retries are the deductions, one each.
       expect(retries.map((r) => r.replayed)).toEqual(Array(5).fill(false));

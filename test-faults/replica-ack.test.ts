@@ -15,8 +15,16 @@ let leaderApp: TestApp;
 
 beforeAll(async () => {
   cluster = await OwnCluster.start(7101);
-  replicaApp = await startTestApp({ SHARDSTOCK_REDIS_NODES: cluster.seeds, SHARDSTOCK_ACK_LEVEL: 'replica', SHARDSTOCK_WAIT_TIMEOUT_MS: '300' });
-  leaderApp = await startTestApp({ SHARDSTOCK_REDIS_NODES: cluster.seeds, SHARDSTOCK_ACK_LEVEL: 'leader', SHARDSTOCK_NAMESPACE: replicaApp.namespace });
+  replicaApp = await startTestApp({
+    SHARDSTOCK_REDIS_NODES: cluster.seeds,
+    SHARDSTOCK_ACK_LEVEL: 'replica',
+    SHARDSTOCK_WAIT_TIMEOUT_MS: '300',
+  });
+  leaderApp = await startTestApp({
+    SHARDSTOCK_REDIS_NODES: cluster.seeds,
+    SHARDSTOCK_ACK_LEVEL: 'leader',
+    SHARDSTOCK_NAMESPACE: replicaApp.namespace,
+  });
 });
 
 afterAll(async () => {
@@ -69,10 +77,13 @@ describe('replica acknowledgement (WAIT on the owning master)', () => {
     for (let i = 0; i < 50; i += 7) expect(await readOnReplica(replica, keys.request(`r${i}`), 'q')).toBe('1');
   });
 
-  it('when the shard\'s only replica is frozen, then a replica-level Deduct fails UNAVAILABLE, and its retry with the same request_id after the replica is back is DEDUCTED once', async () => {
+  it("when the shard's only replica is frozen, then a replica-level Deduct fails UNAVAILABLE, and its retry with the same request_id after the replica is back is DEDUCTED once", async () => {
     const { couponId, replica } = await oneShardCoupon(10);
     const err = await frozen(replica, () =>
-      replicaApp.client.deduct({ couponId, requestId: 'in-doubt', quantity: 2n }).then(() => null, (e: ServiceError) => e),
+      replicaApp.client.deduct({ couponId, requestId: 'in-doubt', quantity: 2n }).then(
+        () => null,
+        (e: ServiceError) => e,
+      ),
     );
     expect(err?.code).toBe(status.UNAVAILABLE);
     await cluster.waitHealthy();
@@ -91,10 +102,18 @@ describe('replica acknowledgement (WAIT on the owning master)', () => {
   });
 
   it('when SHARDSTOCK_ACK_REPLICAS asks for more replicas than a master has, then no Deduct is acknowledged', async () => {
-    const strict = await startTestApp({ SHARDSTOCK_REDIS_NODES: cluster.seeds, SHARDSTOCK_ACK_REPLICAS: '2', SHARDSTOCK_WAIT_TIMEOUT_MS: '100', SHARDSTOCK_NAMESPACE: replicaApp.namespace });
+    const strict = await startTestApp({
+      SHARDSTOCK_REDIS_NODES: cluster.seeds,
+      SHARDSTOCK_ACK_REPLICAS: '2',
+      SHARDSTOCK_WAIT_TIMEOUT_MS: '100',
+      SHARDSTOCK_NAMESPACE: replicaApp.namespace,
+    });
     try {
       const { couponId } = await oneShardCoupon(10);
-      const err = await strict.client.deduct({ couponId, requestId: 'two', quantity: 1n }).then(() => null, (e: ServiceError) => e);
+      const err = await strict.client.deduct({ couponId, requestId: 'two', quantity: 1n }).then(
+        () => null,
+        (e: ServiceError) => e,
+      );
       expect(err?.code).toBe(status.UNAVAILABLE);
       expect(err?.details).toMatch(/cannot be reached|replica/);
     } finally {
@@ -106,7 +125,10 @@ describe('replica acknowledgement (WAIT on the owning master)', () => {
     const { couponId, replica } = await oneShardCoupon(10);
     await replicaApp.client.deduct({ couponId, requestId: 'c1', quantity: 3n });
     const err = await frozen(replica, () =>
-      replicaApp.client.compensate({ couponId, requestId: 'c1', reason: 'test' }).then(() => null, (e: ServiceError) => e),
+      replicaApp.client.compensate({ couponId, requestId: 'c1', reason: 'test' }).then(
+        () => null,
+        (e: ServiceError) => e,
+      ),
     );
     expect(err?.code).toBe(status.UNAVAILABLE);
     await cluster.waitHealthy();

@@ -104,7 +104,9 @@ describe('call gate', () => {
     expect(refusal(() => g.admit('Deduct', { authorization: undefined, peer: '127.0.0.1:1' }))?.kind).toBe('unauthenticated');
     expect(refusal(() => g.admit('Deduct', { authorization: 'Bearer wrong-token-0123456789', peer: '' }))?.kind).toBe('unauthenticated');
     expect(refusal(() => g.admit('Deduct', { authorization: 'Basic deduct-token-0123456789', peer: '' }))?.kind).toBe('unauthenticated');
-    expect(refusal(() => g.admit('Restock', { authorization: 'Bearer deduct-token-0123456789', peer: '' }))?.kind).toBe('permission_denied');
+    expect(refusal(() => g.admit('Restock', { authorization: 'Bearer deduct-token-0123456789', peer: '' }))?.kind).toBe(
+      'permission_denied',
+    );
     expect(refusal(() => g.admit('Deduct', { authorization: 'bearer deduct-token-0123456789', peer: '' }))).toBeUndefined();
     expect(refusal(() => g.admit('Restock', { authorization: 'Bearer admin-token-0123456789', peer: '' }))).toBeUndefined();
   });
@@ -135,22 +137,36 @@ describe('call gate', () => {
   });
 
   it('when peers come in the forms grpc-js and node give them, then they are reduced to the host', () => {
-    expect(['127.0.0.1:5123', 'ipv4:127.0.0.1:5123', '[::1]:5123', 'ipv6:[::1]:80', '::ffff:10.2.3.4', '::1', '10.0.0.9'].map(peerHost))
-      .toEqual(['127.0.0.1', '127.0.0.1', '::1', '::1', '10.2.3.4', '::1', '10.0.0.9']);
+    expect(
+      ['127.0.0.1:5123', 'ipv4:127.0.0.1:5123', '[::1]:5123', 'ipv6:[::1]:80', '::ffff:10.2.3.4', '::1', '10.0.0.9'].map(peerHost),
+    ).toEqual(['127.0.0.1', '127.0.0.1', '::1', '::1', '10.2.3.4', '::1', '10.0.0.9']);
   });
 });
 
 describe('security settings', () => {
   it('when nothing is set, then auth is off, no rate limit, 4096 calls in flight, plaintext everywhere, failover fence on', () => {
     const c = loadConfig({});
-    expect([c.auth, c.authTokens.length, c.rateLimitRps, c.maxInFlight, c.grpcTls, c.redisTls, c.mysqlTls, c.failoverFence]).toEqual(['off', 0, 0, 4096, undefined, undefined, undefined, true]);
+    expect([c.auth, c.authTokens.length, c.rateLimitRps, c.maxInFlight, c.grpcTls, c.redisTls, c.mysqlTls, c.failoverFence]).toEqual([
+      'off',
+      0,
+      0,
+      4096,
+      undefined,
+      undefined,
+      undefined,
+      true,
+    ]);
   });
 
   it('when tokens come from the environment and a file, then both count; AUTH=token without tokens is refused', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tok-'));
     const file = join(dir, 'tokens');
     writeFileSync(file, '# comment\n\nfiled:deduct:file-token-0123456789\n');
-    const c = loadConfig({ SHARDSTOCK_AUTH: 'token', SHARDSTOCK_AUTH_TOKENS: 'ops:admin:env-token-0123456789', SHARDSTOCK_AUTH_TOKENS_FILE: file });
+    const c = loadConfig({
+      SHARDSTOCK_AUTH: 'token',
+      SHARDSTOCK_AUTH_TOKENS: 'ops:admin:env-token-0123456789',
+      SHARDSTOCK_AUTH_TOKENS_FILE: file,
+    });
     expect(c.authTokens.map((t) => `${t.name}/${t.role}`)).toEqual(['ops/admin', 'filed/deduct']);
     expect(() => loadConfig({ SHARDSTOCK_AUTH: 'token' })).toThrow(ConfigError);
     expect(() => loadConfig({ SHARDSTOCK_AUTH: 'maybe' })).toThrow(ConfigError);
@@ -164,7 +180,13 @@ describe('security settings', () => {
     expect(() => loadConfig({ SHARDSTOCK_GRPC_TLS_CERT: pem })).toThrow(/SHARDSTOCK_GRPC_TLS_CERT and SHARDSTOCK_GRPC_TLS_KEY/);
     expect(() => loadConfig({ SHARDSTOCK_GRPC_TLS_CLIENT_CA: pem })).toThrow(/needs SHARDSTOCK_GRPC_TLS_CERT/);
     expect(() => loadConfig({ SHARDSTOCK_REDIS_TLS: 'on', SHARDSTOCK_REDIS_TLS_CA: join(dir, 'nope') })).toThrow(/SHARDSTOCK_REDIS_TLS_CA/);
-    expect(loadConfig({ SHARDSTOCK_GRPC_TLS_CERT: pem, SHARDSTOCK_GRPC_TLS_KEY: pem, SHARDSTOCK_GRPC_TLS_CLIENT_CA: pem }).grpcTls).toEqual({ certFile: pem, keyFile: pem, clientCaFile: pem });
-    expect(loadConfig({ SHARDSTOCK_MYSQL_TLS: 'on', SHARDSTOCK_MYSQL_TLS_CA: pem }).mysqlTls).toEqual({ caFile: pem, certFile: undefined, keyFile: undefined });
+    expect(loadConfig({ SHARDSTOCK_GRPC_TLS_CERT: pem, SHARDSTOCK_GRPC_TLS_KEY: pem, SHARDSTOCK_GRPC_TLS_CLIENT_CA: pem }).grpcTls).toEqual(
+      { certFile: pem, keyFile: pem, clientCaFile: pem },
+    );
+    expect(loadConfig({ SHARDSTOCK_MYSQL_TLS: 'on', SHARDSTOCK_MYSQL_TLS_CA: pem }).mysqlTls).toEqual({
+      caFile: pem,
+      certFile: undefined,
+      keyFile: undefined,
+    });
   });
 });

@@ -20,7 +20,11 @@ const ADMIN = 'admin-token-0123456789abcdef';
 const DEDUCT = 'deduct-token-0123456789abcdef';
 const FILED = 'file-token-0123456789abcdef';
 const bearer = (token: string) => ({ metadata: { authorization: `Bearer ${token}` } });
-const codeOf = (p: Promise<unknown>) => p.then(() => C.OK, (e: grpc.ServiceError) => e.code);
+const codeOf = (p: Promise<unknown>) =>
+  p.then(
+    () => C.OK,
+    (e: grpc.ServiceError) => e.code,
+  );
 
 /** A Connect JSON call: the gRPC code its error maps to (0 for OK), the HTTP status and the headers. */
 async function connectCall(t: TestApp, method: string, body: unknown, headers: Record<string, string> = {}) {
@@ -30,7 +34,14 @@ async function connectCall(t: TestApp, method: string, body: unknown, headers: R
     body: JSON.stringify(body),
   });
   const json = (await res.json()) as { code?: string; message?: string };
-  const codes: Record<string, number> = { unauthenticated: C.UNAUTHENTICATED, permission_denied: C.PERMISSION_DENIED, resource_exhausted: C.RESOURCE_EXHAUSTED, unavailable: C.UNAVAILABLE, not_found: C.NOT_FOUND, deadline_exceeded: C.DEADLINE_EXCEEDED };
+  const codes: Record<string, number> = {
+    unauthenticated: C.UNAUTHENTICATED,
+    permission_denied: C.PERMISSION_DENIED,
+    resource_exhausted: C.RESOURCE_EXHAUSTED,
+    unavailable: C.UNAVAILABLE,
+    not_found: C.NOT_FOUND,
+    deadline_exceeded: C.DEADLINE_EXCEEDED,
+  };
   return { code: res.ok ? C.OK : (codes[json.code ?? ''] ?? -1), http: res.status, message: json.message ?? '', headers: res.headers };
 }
 
@@ -58,14 +69,19 @@ describe('bearer-token authentication with roles', () => {
     expect(await codeOf(t.client.createCoupon({ couponId, totalStock: 10n, shardCount: 2 }, bearer(DEDUCT)))).toBe(C.PERMISSION_DENIED);
     await t.client.createCoupon({ couponId, totalStock: 10n, shardCount: 2 }, bearer(ADMIN));
     for (const token of [DEDUCT, FILED]) {
-      expect((await t.client.deduct({ couponId, requestId: `r-${token.slice(0, 4)}`, quantity: 1n }, bearer(token))).outcome).toBe(DeductOutcome.DEDUCTED);
+      expect((await t.client.deduct({ couponId, requestId: `r-${token.slice(0, 4)}`, quantity: 1n }, bearer(token))).outcome).toBe(
+        DeductOutcome.DEDUCTED,
+      );
       expect(await codeOf(t.client.compensate({ couponId, requestId: `r-${token.slice(0, 4)}`, reason: 'x' }, bearer(token)))).toBe(C.OK);
       expect(await codeOf(t.client.getStock({ couponId }, bearer(token)))).toBe(C.OK);
       expect(await codeOf(t.client.restock({ couponId, quantity: 1n, requestId: 'rs' }, bearer(token)))).toBe(C.PERMISSION_DENIED);
       expect(await codeOf(t.client.reconcile({ couponId }, bearer(token)))).toBe(C.PERMISSION_DENIED);
     }
     const ac = new AbortController();
-    const first = await t.client.watchStock({ couponId }, { ...bearer(DEDUCT), signal: ac.signal })[Symbol.asyncIterator]().next();
+    const first = await t.client
+      .watchStock({ couponId }, { ...bearer(DEDUCT), signal: ac.signal })
+      [Symbol.asyncIterator]()
+      .next();
     ac.abort();
     expect(first.value?.level?.couponId).toBe(couponId);
     expect(await codeOf(t.client.restock({ couponId, quantity: 1n, requestId: 'rs' }, bearer(ADMIN)))).toBe(C.OK);
@@ -77,7 +93,9 @@ describe('bearer-token authentication with roles', () => {
     const denied = await connectCall(t, 'CreateCoupon', { couponId: uniqueId(), totalStock: '1' }, { authorization: `Bearer ${DEDUCT}` });
     expect([denied.code, denied.http]).toEqual([C.PERMISSION_DENIED, 403]);
     expect(denied.message).toMatch(/checkout \(role deduct\) may not call CreateCoupon/);
-    expect((await connectCall(t, 'GetStock', { couponId: 'unknown-coupon' }, { authorization: `Bearer ${DEDUCT}` })).code).toBe(C.NOT_FOUND);
+    expect((await connectCall(t, 'GetStock', { couponId: 'unknown-coupon' }, { authorization: `Bearer ${DEDUCT}` })).code).toBe(
+      C.NOT_FOUND,
+    );
   });
 
   it('when auth is on, then health checks still answer without a token', async () => {
@@ -100,7 +118,12 @@ describe('per-caller rate limits', () => {
 
   it('when a caller sends 10 calls at once with a burst of 5, then exactly 5 pass and 5 are RESOURCE_EXHAUSTED with retry-after-ms; after that wait it passes again', async () => {
     const errs = await Promise.all(
-      Array.from({ length: 10 }, () => t.client.getStock({ couponId: 'nope' }, bearer(DEDUCT)).then(() => null, (e: grpc.ServiceError) => e)),
+      Array.from({ length: 10 }, () =>
+        t.client.getStock({ couponId: 'nope' }, bearer(DEDUCT)).then(
+          () => null,
+          (e: grpc.ServiceError) => e,
+        ),
+      ),
     );
     const limited = errs.filter((e) => e?.code === C.RESOURCE_EXHAUSTED);
     expect(errs.filter((e) => e?.code === C.NOT_FOUND)).toHaveLength(5);
@@ -138,7 +161,10 @@ describe('load shedding at the in-flight bound', () => {
     const started = Date.now();
     const results = await Promise.all(
       Array.from({ length: 300 }, (_, i) =>
-        t.client.deduct({ couponId, requestId: `shed-${i}`, quantity: 1n }).then((r) => ({ ok: r.outcome === DeductOutcome.DEDUCTED, e: null }), (e: grpc.ServiceError) => ({ ok: false, e })),
+        t.client.deduct({ couponId, requestId: `shed-${i}`, quantity: 1n }).then(
+          (r) => ({ ok: r.outcome === DeductOutcome.DEDUCTED, e: null }),
+          (e: grpc.ServiceError) => ({ ok: false, e }),
+        ),
       ),
     );
     const shed = results.filter((r) => r.e?.code === C.UNAVAILABLE);
@@ -165,8 +191,11 @@ describe('deadlines reach the handlers on both ports', () => {
       });
     });
 
-  it('when a gRPC client sets a 300 ms deadline, then the handler\'s signal aborts about then and the client gets DEADLINE_EXCEEDED', async () => {
-    const server = await startGrpcServer('127.0.0.1:0', { deduct: waiting('grpc') } as unknown as InventoryHandlers, { maxMessageBytes: 65536, onUnexpected: () => {} });
+  it("when a gRPC client sets a 300 ms deadline, then the handler's signal aborts about then and the client gets DEADLINE_EXCEEDED", async () => {
+    const server = await startGrpcServer('127.0.0.1:0', { deduct: waiting('grpc') } as unknown as InventoryHandlers, {
+      maxMessageBytes: 65536,
+      onUnexpected: () => {},
+    });
     const client = createInventoryClient(`127.0.0.1:${server.port}`);
     try {
       expect(await codeOf(client.deduct({ couponId: 'c', requestId: 'r' }, { deadlineMs: 300 }))).toBe(C.DEADLINE_EXCEEDED);
@@ -180,14 +209,19 @@ describe('deadlines reach the handlers on both ports', () => {
     }
   });
 
-  it('when a Connect client sends connect-timeout-ms: 300, then the handler\'s signal aborts and the answer is deadline_exceeded', async () => {
+  it("when a Connect client sends connect-timeout-ms: 300, then the handler's signal aborts and the answer is deadline_exceeded", async () => {
     const http = await startHttpServer('127.0.0.1:0', {
       routes: inventoryRoutes({ deduct: waiting('connect') } as unknown as InventoryHandlers, { onUnexpected: () => {} }),
       plain: [],
       maxMessageBytes: 65536,
     });
     try {
-      const r = await connectCall({ httpUrl: `http://127.0.0.1:${http.port}` } as TestApp, 'Deduct', { couponId: 'c', requestId: 'r' }, { 'connect-timeout-ms': '300' });
+      const r = await connectCall(
+        { httpUrl: `http://127.0.0.1:${http.port}` } as TestApp,
+        'Deduct',
+        { couponId: 'c', requestId: 'r' },
+        { 'connect-timeout-ms': '300' },
+      );
       expect(r.code).toBe(C.DEADLINE_EXCEEDED);
       expect(aborted.find((x) => x.via === 'connect')).toBeDefined();
     } finally {

@@ -12,7 +12,11 @@ afterAll(async () => {
   await t?.close();
 });
 
-const code = (p: Promise<unknown>) => p.then(() => 'OK', (e: ServiceError) => e.code);
+const code = (p: Promise<unknown>) =>
+  p.then(
+    () => 'OK',
+    (e: ServiceError) => e.code,
+  );
 
 describe('CreateCoupon', () => {
   it('when a coupon is created, then its stock is split evenly over its shards in Redis and recorded in MySQL', async () => {
@@ -43,7 +47,9 @@ describe('CreateCoupon', () => {
     // The replay did not re-preheat: the deducted unit is still gone.
     expect((await t.client.getStock({ couponId: id })).level?.available).toBe(49n);
     expect(await code(t.client.createCoupon({ couponId: id, totalStock: 51n, shardCount: 4 }))).toBe(status.ALREADY_EXISTS);
-    expect(await code(t.client.createCoupon({ couponId: id, totalStock: 50n, shardCount: 4, perUserLimit: 1 }))).toBe(status.ALREADY_EXISTS);
+    expect(await code(t.client.createCoupon({ couponId: id, totalStock: 50n, shardCount: 4, perUserLimit: 1 }))).toBe(
+      status.ALREADY_EXISTS,
+    );
   });
 
   it('when tags are chosen from the slot map, then shards spread evenly over the masters', () => {
@@ -81,20 +87,58 @@ describe('Restock', () => {
 describe('bad input', () => {
   const cases: [string, () => Promise<unknown>, number, RegExp][] = [
     ['empty coupon_id', () => t.client.createCoupon({ couponId: '', totalStock: 1n }), status.INVALID_ARGUMENT, /coupon_id/],
-    ['over-long coupon_id', () => t.client.createCoupon({ couponId: 'x'.repeat(65), totalStock: 1n }), status.INVALID_ARGUMENT, /coupon_id/],
+    [
+      'over-long coupon_id',
+      () => t.client.createCoupon({ couponId: 'x'.repeat(65), totalStock: 1n }),
+      status.INVALID_ARGUMENT,
+      /coupon_id/,
+    ],
     ['coupon_id with braces', () => t.client.createCoupon({ couponId: 'a{b}', totalStock: 1n }), status.INVALID_ARGUMENT, /coupon_id/],
-    ['negative total_stock', () => t.client.createCoupon({ couponId: uniqueId(), totalStock: -1n }), status.INVALID_ARGUMENT, /total_stock/],
-    ['absurd total_stock', () => t.client.createCoupon({ couponId: uniqueId(), totalStock: 10n ** 15n }), status.INVALID_ARGUMENT, /total_stock/],
-    ['shard_count 1025', () => t.client.createCoupon({ couponId: uniqueId(), totalStock: 1n, shardCount: 1025 }), status.INVALID_ARGUMENT, /shard_count/],
-    ['negative shard_count', () => t.client.createCoupon({ couponId: uniqueId(), totalStock: 1n, shardCount: -1 }), status.INVALID_ARGUMENT, /shard_count/],
-    ['negative per_user_limit', () => t.client.createCoupon({ couponId: uniqueId(), totalStock: 1n, perUserLimit: -2 }), status.INVALID_ARGUMENT, /per_user_limit/],
+    [
+      'negative total_stock',
+      () => t.client.createCoupon({ couponId: uniqueId(), totalStock: -1n }),
+      status.INVALID_ARGUMENT,
+      /total_stock/,
+    ],
+    [
+      'absurd total_stock',
+      () => t.client.createCoupon({ couponId: uniqueId(), totalStock: 10n ** 15n }),
+      status.INVALID_ARGUMENT,
+      /total_stock/,
+    ],
+    [
+      'shard_count 1025',
+      () => t.client.createCoupon({ couponId: uniqueId(), totalStock: 1n, shardCount: 1025 }),
+      status.INVALID_ARGUMENT,
+      /shard_count/,
+    ],
+    [
+      'negative shard_count',
+      () => t.client.createCoupon({ couponId: uniqueId(), totalStock: 1n, shardCount: -1 }),
+      status.INVALID_ARGUMENT,
+      /shard_count/,
+    ],
+    [
+      'negative per_user_limit',
+      () => t.client.createCoupon({ couponId: uniqueId(), totalStock: 1n, perUserLimit: -2 }),
+      status.INVALID_ARGUMENT,
+      /per_user_limit/,
+    ],
     ['unknown coupon on GetStock', () => t.client.getStock({ couponId: uniqueId() }), status.NOT_FOUND, /does not exist/],
     ['restock of 0', () => t.client.restock({ couponId: 'x', quantity: 0n, requestId: 'r' }), status.INVALID_ARGUMENT, /quantity/],
-    ['restock without request_id', () => t.client.restock({ couponId: 'x', quantity: 1n, requestId: '' }), status.INVALID_ARGUMENT, /request_id/],
+    [
+      'restock without request_id',
+      () => t.client.restock({ couponId: 'x', quantity: 1n, requestId: '' }),
+      status.INVALID_ARGUMENT,
+      /request_id/,
+    ],
   ];
   for (const [name, call, want, message] of cases) {
     it(`when ${name}, then ${want === status.NOT_FOUND ? 'NOT_FOUND' : 'INVALID_ARGUMENT'} naming it`, async () => {
-      const err = await call().then(() => null, (e: ServiceError) => e);
+      const err = await call().then(
+        () => null,
+        (e: ServiceError) => e,
+      );
       expect(err?.code).toBe(want);
       expect(err?.details).toMatch(message);
     });

@@ -41,7 +41,19 @@ describe('npm run bench', () => {
   test('when --help is given, then it lists the scenarios and the options and exits 0', async () => {
     const r = await bench(['--help'], 30_000);
     expect(r.code).toBe(0);
-    for (const word of ['flash-sale', 'many-coupons', 'sold-out-storm', 'settlement', '--quick', '--scenarios', '--designs', '--concurrency', '--stock', '--out', '--ack-level']) {
+    for (const word of [
+      'flash-sale',
+      'many-coupons',
+      'sold-out-storm',
+      'settlement',
+      '--quick',
+      '--scenarios',
+      '--designs',
+      '--concurrency',
+      '--stock',
+      '--out',
+      '--ack-level',
+    ]) {
       expect(r.stdout).toContain(word);
     }
   });
@@ -53,14 +65,38 @@ describe('npm run bench', () => {
   });
 
   test('when --quick runs a tiny configuration, then the report files exist, parse, and every design sold no unit beyond its stock', async () => {
-    const r = await bench([
-      '--quick', '--out', out, '--no-docs', '--no-progress',
-      '--mysql-url', `mysql://root@127.0.0.1:3306/${db}`,
-      '--concurrency', '32', '--storm-concurrency', '32',
-      '--stock', '400', '--slow-stock', '100', '--shards', '4',
-      '--coupons', '20', '--coupon-stock', '10', '--duration', '0.5',
-      '--settle-events', '100', '--max-run', '3',
-    ], 240_000);
+    const r = await bench(
+      [
+        '--quick',
+        '--out',
+        out,
+        '--no-docs',
+        '--no-progress',
+        '--mysql-url',
+        `mysql://root@127.0.0.1:3306/${db}`,
+        '--concurrency',
+        '32',
+        '--storm-concurrency',
+        '32',
+        '--stock',
+        '400',
+        '--slow-stock',
+        '100',
+        '--shards',
+        '4',
+        '--coupons',
+        '20',
+        '--coupon-stock',
+        '10',
+        '--duration',
+        '0.5',
+        '--settle-events',
+        '100',
+        '--max-run',
+        '3',
+      ],
+      240_000,
+    );
     expect(r.code, `bench exited ${r.code}\n${r.stderr}\n${r.stdout}`).toBe(0);
     for (const f of ['report.json', 'report.md', 'chart.svg']) expect(existsSync(join(out, f)), f).toBe(true);
 
@@ -68,7 +104,9 @@ describe('npm run bench', () => {
     const designs = ['shardstock', 'shardstock-leader', 'noop', 'single-key', 'lock', 'mysql'];
     expect(new Set(rep.runs.filter((x) => x.scenario === 'flash-sale').map((x) => x.design))).toEqual(new Set(designs));
     for (const sc of ['many-coupons', 'sold-out-storm']) {
-      expect(new Set(rep.runs.filter((x) => x.scenario === sc).map((x) => x.design)), sc).toEqual(new Set(designs.filter((d) => d !== 'shardstock-leader')));
+      expect(new Set(rep.runs.filter((x) => x.scenario === sc).map((x) => x.design)), sc).toEqual(
+        new Set(designs.filter((d) => d !== 'shardstock-leader')),
+      );
     }
     for (const run of rep.runs) {
       const what = `${run.scenario} ${run.design}`;

@@ -26,10 +26,15 @@ interface Run {
 
 function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [LAUNCHER, ...args], { env: { ...process.env, SHARDSTOCK_GRPC_ADDR: t.grpcAddr, ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
-      resolve({ code, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [LAUNCHER, ...args],
+      { env: { ...process.env, SHARDSTOCK_GRPC_ADDR: t.grpcAddr, ...env }, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -87,7 +92,10 @@ describe('shardstock coupon / deduct / compensate', () => {
     const id = uniqueId('cli');
     await t.client.createCoupon({ couponId: id, totalStock: 1n, shardCount: 1 });
     await t.client.deduct({ couponId: id, requestId: 'a', quantity: 1n });
-    const [soldOut, notDeducted] = await Promise.all([cli(['deduct', id, '--request-id', 'b', '--json']), cli(['compensate', id, 'never-made', '--json'])]);
+    const [soldOut, notDeducted] = await Promise.all([
+      cli(['deduct', id, '--request-id', 'b', '--json']),
+      cli(['compensate', id, 'never-made', '--json']),
+    ]);
     expect(soldOut.code).toBe(3);
     expect(json(soldOut)).toMatchObject({ outcome: 'sold_out' });
     expect(notDeducted.code).toBe(3);
@@ -207,7 +215,15 @@ describe('shardstock watch / reconcile', () => {
     const [r, human] = await Promise.all([cli(['reconcile', id, '--json']), cli(['reconcile', id])]);
     expect(r.code, r.stderr).toBe(0);
     expect(json(r)).toMatchObject({
-      couponId: id, consistent: true, totalStock: 30, ledgerDeducted: 7, ledgerCompensated: 1, settledRemaining: 24, redisAvailable: 24, ledgerDrift: 0, redisDrift: 0,
+      couponId: id,
+      consistent: true,
+      totalStock: 30,
+      ledgerDeducted: 7,
+      ledgerCompensated: 1,
+      settledRemaining: 24,
+      redisAvailable: 24,
+      ledgerDrift: 0,
+      redisDrift: 0,
     });
     expect(human.code).toBe(0);
     expect(human.stdout).toContain(`${id}: CONSISTENT`);

@@ -21,9 +21,17 @@ afterAll(async () => {
 });
 
 // These tests create no missing shards; a reload would be a bug, so make it loud.
-const noReload = { reload: async () => { throw new Error('unexpected reload'); } } as unknown as ShardReloader;
+const noReload = {
+  reload: async () => {
+    throw new Error('unexpected reload');
+  },
+} as unknown as ShardReloader;
 
-const errOf = (p: Promise<unknown>) => p.then(() => null, (e: ServiceError) => e);
+const errOf = (p: Promise<unknown>) =>
+  p.then(
+    () => null,
+    (e: ServiceError) => e,
+  );
 
 interface LoadResult {
   outcomes: Record<string, number>;
@@ -38,7 +46,13 @@ describe('Deduct under concurrency', () => {
     const results = await Promise.all(
       [0, 1, 2].map((p) =>
         runTs<LoadResult>('test/support/deduct-load.ts', [
-          JSON.stringify({ addrs: [a.grpcAddr, b.grpcAddr], couponId: id, count: p === 0 ? 1668 : 1666, concurrency: 500, prefix: `p${p}` }),
+          JSON.stringify({
+            addrs: [a.grpcAddr, b.grpcAddr],
+            couponId: id,
+            count: p === 0 ? 1668 : 1666,
+            concurrency: 500,
+            prefix: `p${p}`,
+          }),
         ]),
       ),
     );
@@ -121,7 +135,9 @@ describe('Deduct under concurrency', () => {
 
     const seven = uniqueId();
     await a.client.createCoupon({ couponId: seven, totalStock: 7n, shardCount: 16 });
-    const rs = await Promise.all(Array.from({ length: 20 }, (_, i) => a.client.deduct({ couponId: seven, requestId: `s${i}`, quantity: 1n })));
+    const rs = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => a.client.deduct({ couponId: seven, requestId: `s${i}`, quantity: 1n })),
+    );
     expect(rs.filter((r) => r.outcome === DeductOutcome.DEDUCTED).length).toBe(7);
     expect(rs.filter((r) => r.outcome === DeductOutcome.SOLD_OUT).length).toBe(13);
     const s = await shardState(a.app, seven);
@@ -156,7 +172,9 @@ describe('Compensate', () => {
     const id = uniqueId();
     await a.client.createCoupon({ couponId: id, totalStock: 10n, shardCount: 4, perUserLimit: 3 });
     await a.client.deduct({ couponId: id, requestId: 'd1', userId: 'u', quantity: 3n });
-    expect((await a.client.deduct({ couponId: id, requestId: 'd2', userId: 'u', quantity: 1n })).outcome).toBe(DeductOutcome.USER_LIMIT_EXCEEDED);
+    expect((await a.client.deduct({ couponId: id, requestId: 'd2', userId: 'u', quantity: 1n })).outcome).toBe(
+      DeductOutcome.USER_LIMIT_EXCEEDED,
+    );
     const c1 = await b.client.compensate({ couponId: id, requestId: 'd1', reason: 'order cancelled' });
     expect(c1.outcome).toBe(CompensateOutcome.COMPENSATED);
     expect((await a.client.compensate({ couponId: id, requestId: 'd1' })).outcome).toBe(CompensateOutcome.ALREADY_COMPENSATED);
@@ -175,7 +193,9 @@ describe('Compensate', () => {
     await a.client.deduct({ couponId: id, requestId: 'd', quantity: 2n });
     const race = await Promise.all(
       Array.from({ length: 60 }, (_, i) =>
-        i % 2 ? a.client.compensate({ couponId: id, requestId: 'd' }).then((r) => r.outcome) : b.client.deduct({ couponId: id, requestId: 'd', quantity: 2n }).then((r) => (r.replayed ? 'replay' : 'fresh')),
+        i % 2
+          ? a.client.compensate({ couponId: id, requestId: 'd' }).then((r) => r.outcome)
+          : b.client.deduct({ couponId: id, requestId: 'd', quantity: 2n }).then((r) => (r.replayed ? 'replay' : 'fresh')),
       ),
     );
     expect(race.filter((o) => o === CompensateOutcome.COMPENSATED).length).toBe(1);
@@ -252,7 +272,10 @@ describe('fallback moves', () => {
     let progress = 0;
     await new Promise<void>((resolve, reject) => {
       child.stdout!.on('data', (d: Buffer) => {
-        progress += d.toString().split('\n').filter((l) => l.startsWith('tick')).length;
+        progress += d
+          .toString()
+          .split('\n')
+          .filter((l) => l.startsWith('tick')).length;
         if (progress >= 3) resolve();
       });
       child.once('exit', (code) => reject(new Error(`load process exited early (${code})`)));
@@ -297,7 +320,10 @@ describe('Deduct bad input', () => {
     ];
     for (const [req, want, msg] of cases) {
       const e = await errOf(a.client.deduct(req));
-      expect(e?.code, JSON.stringify(req, (_, v) => (typeof v === 'bigint' ? String(v) : v))).toBe(want);
+      expect(
+        e?.code,
+        JSON.stringify(req, (_, v) => (typeof v === 'bigint' ? String(v) : v)),
+      ).toBe(want);
       expect(e?.details).toMatch(msg);
     }
     const ce = await errOf(a.client.compensate({ couponId: id, requestId: 'r', reason: 'a\u0000b' }));

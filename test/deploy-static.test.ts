@@ -41,7 +41,10 @@ function yamlDocs(rel: string): Doc[] {
 }
 
 const k8s = Object.fromEntries(
-  ['configmap', 'secret', 'deployment', 'service', 'hpa', 'pdb', 'nats-setup', 'kustomization'].map((n) => [n, yamlDocs(`deploy/k8s/${n}.yaml`)]),
+  ['configmap', 'secret', 'deployment', 'service', 'hpa', 'pdb', 'nats-setup', 'kustomization'].map((n) => [
+    n,
+    yamlDocs(`deploy/k8s/${n}.yaml`),
+  ]),
 );
 const compose = yamlDocs('deploy/docker-compose.yml')[0]!;
 const configMap = k8s.configmap![0]!.data as Record<string, string>;
@@ -52,14 +55,18 @@ const container = pod.containers[0];
 const settings = documentedSettings();
 const defaults = loadConfig({});
 const portOf = (addr: string) => Number(addr.slice(addr.lastIndexOf(':') + 1));
-const shardstockServices = Object.entries(compose.services as Record<string, Doc>).filter(([, s]) => String(s.image ?? '').startsWith('shardstock'));
+const shardstockServices = Object.entries(compose.services as Record<string, Doc>).filter(([, s]) =>
+  String(s.image ?? '').startsWith('shardstock'),
+);
 
 describe('deploy manifests: YAML and files', () => {
   it('when every YAML file under deploy/ is parsed, then none has an error', () => {
     const files = readdirSync(DEPLOY, { recursive: true, encoding: 'utf8' }).filter((f) => /\.ya?ml$/.test(f));
     expect(files.length).toBeGreaterThanOrEqual(9);
     for (const f of files) yamlDocs(`deploy/${f}`);
-    expect(Object.keys(compose.services)).toEqual(expect.arrayContaining(['redis-1', 'redis-6', 'redis-cluster-init', 'nats-1', 'nats-3', 'nats-init', 'mysql']));
+    expect(Object.keys(compose.services)).toEqual(
+      expect.arrayContaining(['redis-1', 'redis-6', 'redis-cluster-init', 'nats-1', 'nats-3', 'nats-init', 'mysql']),
+    );
     expect(shardstockServices).toHaveLength(2);
   });
 
@@ -91,7 +98,9 @@ describe('deploy manifests: environment variables against src/config.ts', () => 
     expect([...readVars].filter((v) => !settings.has(v) && !refused.has(v))).toEqual([]);
     expect([...settings].filter((v) => !readVars.has(v))).toEqual([]);
     // Names in code that only some branch reads (or prefixes such as SHARDSTOCK_GRPC_TLS + _CERT).
-    const undocumented = [...literalNamesInCode()].filter((n) => !settings.has(n) && !refused.has(n) && ![...settings].some((s) => s.startsWith(`${n}_`)));
+    const undocumented = [...literalNamesInCode()].filter(
+      (n) => !settings.has(n) && !refused.has(n) && ![...settings].some((s) => s.startsWith(`${n}_`)),
+    );
     expect(undocumented).toEqual([]);
     expect(settings.size).toBeGreaterThanOrEqual(27);
   });
@@ -103,11 +112,20 @@ describe('deploy manifests: environment variables against src/config.ts', () => 
     };
     note('configmap', Object.keys(configMap));
     note('secret', Object.keys(secret));
-    note('deployment', (container.env as { name: string }[]).map((e) => e.name));
+    note(
+      'deployment',
+      (container.env as { name: string }[]).map((e) => e.name),
+    );
     for (const [name, s] of shardstockServices) note(`compose ${name}`, Object.keys(s.environment));
-    note('Dockerfile', [...read('deploy/Dockerfile').matchAll(/\b(SHARDSTOCK_[A-Z0-9_]+)=/g)].map((m) => m[1]!));
+    note(
+      'Dockerfile',
+      [...read('deploy/Dockerfile').matchAll(/\b(SHARDSTOCK_[A-Z0-9_]+)=/g)].map((m) => m[1]!),
+    );
     for (const f of ['docker-compose.yml', 'k8s/configmap.yaml', 'k8s/deployment.yaml', 'k8s/secret.yaml']) {
-      note(f, [...read(`deploy/${f}`).matchAll(/^\s*-?\s*(?:name:\s*)?(SHARDSTOCK_[A-Z0-9_]+)\s*:/gm)].map((m) => m[1]!));
+      note(
+        f,
+        [...read(`deploy/${f}`).matchAll(/^\s*-?\s*(?:name:\s*)?(SHARDSTOCK_[A-Z0-9_]+)\s*:/gm)].map((m) => m[1]!),
+      );
     }
     expect(used.size).toBeGreaterThan(40);
     expect([...used].filter(([, n]) => !settings.has(n)).map(([where]) => where)).toEqual([]);
@@ -124,12 +142,22 @@ describe('deploy manifests: environment variables against src/config.ts', () => 
     // Consumer-group names must differ per pod: the pod name, never a shared ConfigMap value.
     expect(configMap).not.toHaveProperty('SHARDSTOCK_INSTANCE_ID');
     expect(container.env).toContainEqual({ name: 'SHARDSTOCK_INSTANCE_ID', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } });
-    expect(container.envFrom).toEqual([{ configMapRef: { name: k8s.configmap![0]!.metadata.name } }, { secretRef: { name: k8s.secret![0]!.metadata.name } }]);
+    expect(container.envFrom).toEqual([
+      { configMapRef: { name: k8s.configmap![0]!.metadata.name } },
+      { secretRef: { name: k8s.secret![0]!.metadata.name } },
+    ]);
   });
 
   it('when the Kubernetes and compose values are loaded by loadConfig, then they are valid and listen on all interfaces', () => {
     const k = loadConfig({ ...configMap, ...secret, SHARDSTOCK_INSTANCE_ID: 'shardstock-abc' });
-    expect(k).toMatchObject({ grpcAddr: '0.0.0.0:50051', httpAddr: '0.0.0.0:8080', ackLevel: 'replica', auth: 'token', namespace: 'shardstock', failoverFence: true });
+    expect(k).toMatchObject({
+      grpcAddr: '0.0.0.0:50051',
+      httpAddr: '0.0.0.0:8080',
+      ackLevel: 'replica',
+      auth: 'token',
+      namespace: 'shardstock',
+      failoverFence: true,
+    });
     expect(k.redisNodes).toHaveLength(3);
     expect(k.workers).toEqual(new Set(['relay', 'settle', 'sweep', 'reconcile']));
     const ids = new Set<string>();
@@ -163,7 +191,9 @@ describe('deploy manifests: ports, probes, termination', () => {
     const published = shardstockServices.flatMap(([, s]) => (s.ports as string[]).map((p) => p.split(':')[0]));
     expect(new Set(published).size).toBe(published.length);
 
-    const containerPorts = Object.fromEntries((container.ports as { name: string; containerPort: number }[]).map((p) => [p.name, p.containerPort]));
+    const containerPorts = Object.fromEntries(
+      (container.ports as { name: string; containerPort: number }[]).map((p) => [p.name, p.containerPort]),
+    );
     expect(containerPorts).toEqual({ grpc: portOf(configMap.SHARDSTOCK_GRPC_ADDR!), http: portOf(configMap.SHARDSTOCK_HTTP_ADDR!) });
     expect(containerPorts).toEqual({ grpc: grpcPort, http: httpPort });
     for (const svc of k8s.service!) {
@@ -212,9 +242,14 @@ describe('deploy/nats and deploy/redis against the code and real servers', () =>
   const cleanups: (() => void)[] = [];
   afterAll(() => cleanups.forEach((c) => c()));
 
-  it('when the stream and consumer files are read, then their names and settings are the settlement code\'s', () => {
+  it("when the stream and consumer files are read, then their names and settings are the settlement code's", () => {
     expect(stream).toMatchObject({
-      name: names.stream, subjects: [`${names.subjectPrefix}.>`], retention: 'workqueue', storage: 'file', num_replicas: 3, duplicate_window: nanos(DUPLICATE_WINDOW_MS),
+      name: names.stream,
+      subjects: [`${names.subjectPrefix}.>`],
+      retention: 'workqueue',
+      storage: 'file',
+      num_replicas: 3,
+      duplicate_window: nanos(DUPLICATE_WINDOW_MS),
     });
     expect(consumer).toMatchObject({ durable_name: names.durable, ack_policy: 'explicit', ack_wait: nanos(ACK_WAIT_MS), max_deliver: -1 });
     const [defs] = k8s['nats-setup']!;
@@ -225,7 +260,7 @@ describe('deploy/nats and deploy/redis against the code and real servers', () =>
     expect(init).toContain(`consumer info ${names.stream} ${names.durable}`);
   });
 
-  it('when a nats-server gets the files and then the service ensures its stream, then the files\' settings survive', async () => {
+  it("when a nats-server gets the files and then the service ensures its stream, then the files' settings survive", async () => {
     const port = await freePort();
     const dir = mkdtempSync(join(tmpdir(), 'shardstock-nats-'));
     const server = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
@@ -255,15 +290,25 @@ describe('deploy/nats and deploy/redis against the code and real servers', () =>
         .map((l) => [l.split(/\s+/)[0]!, l.split(/\s+/).slice(1).join(' ')] as const),
     );
     expect(Object.fromEntries(conf)).toMatchObject({
-      'cluster-enabled': 'yes', 'cluster-node-timeout': '2000', appendonly: 'yes', appendfsync: 'everysec',
-      'maxmemory-policy': 'noeviction', 'repl-diskless-sync': 'yes', 'min-replicas-to-write': '0',
+      'cluster-enabled': 'yes',
+      'cluster-node-timeout': '2000',
+      appendonly: 'yes',
+      appendfsync: 'everysec',
+      'maxmemory-policy': 'noeviction',
+      'repl-diskless-sync': 'yes',
+      'min-replicas-to-write': '0',
     });
 
     const port = await freePort();
     const dir = mkdtempSync(join(tmpdir(), 'shardstock-redisconf-'));
-    const server = spawn('redis-server', [join(DEPLOY, 'redis/redis.conf'), '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--maxmemory', '64mb'], { stdio: 'ignore' });
+    const server = spawn(
+      'redis-server',
+      [join(DEPLOY, 'redis/redis.conf'), '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--maxmemory', '64mb'],
+      { stdio: 'ignore' },
+    );
     cleanups.push(() => stop(server, dir));
-    const cli = (...args: string[]) => spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { encoding: 'utf8' }).stdout.trim();
+    const cli = (...args: string[]) =>
+      spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { encoding: 'utf8' }).stdout.trim();
     await retry(async () => {
       if (cli('ping') !== 'PONG') throw new Error('not up');
     });

@@ -19,11 +19,17 @@ describe('protobuf contract', () => {
     const out = mkdtempSync(join(tmpdir(), 'shardstock-gen-'));
     try {
       execFileSync(BUF, ['generate', '-o', out], { cwd: ROOT, stdio: 'pipe' });
-      const fresh = files(join(out, 'src/gen')).map((f) => relative(join(out, 'src/gen'), f)).sort();
-      const committed = files(join(ROOT, 'src/gen')).map((f) => relative(join(ROOT, 'src/gen'), f)).sort();
+      const fresh = files(join(out, 'src/gen'))
+        .map((f) => relative(join(out, 'src/gen'), f))
+        .sort();
+      const committed = files(join(ROOT, 'src/gen'))
+        .map((f) => relative(join(ROOT, 'src/gen'), f))
+        .sort();
       expect(fresh).toEqual(committed);
       for (const f of fresh) {
-        expect(readFileSync(join(out, 'src/gen', f), 'utf8'), `${f} is stale: run npm run generate`).toBe(readFileSync(join(ROOT, 'src/gen', f), 'utf8'));
+        expect(readFileSync(join(out, 'src/gen', f), 'utf8'), `${f} is stale: run npm run generate`).toBe(
+          readFileSync(join(ROOT, 'src/gen', f), 'utf8'),
+        );
       }
     } finally {
       rmSync(out, { recursive: true, force: true });

@@ -55,7 +55,18 @@ interface Answer {
   res?: unknown;
 }
 
-const FIELDS = ['coupon_id', 'request_id', 'user_id', 'quantity', 'total_stock', 'shard_count', 'per_user_limit', 'reason', 'min_interval_ms', 'include_shards'];
+const FIELDS = [
+  'coupon_id',
+  'request_id',
+  'user_id',
+  'quantity',
+  'total_stock',
+  'shard_count',
+  'per_user_limit',
+  'reason',
+  'min_interval_ms',
+  'include_shards',
+];
 const NAMES_A_FIELD = new RegExp(`^(${FIELDS.join('|')}|request): `);
 
 function expectClear(method: string, a: Answer, opts: { decodeErrorsNameTheMessage?: boolean } = {}): void {
@@ -101,14 +112,33 @@ const hostileString = () =>
     { weight: 2, arbitrary: fc.string({ maxLength: 40 }) },
     { weight: 2, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }) },
     { weight: 1, arbitrary: controlChars.map((c) => `ok${c}id`) },
-    { weight: 1, arbitrary: fc.constantFrom('', ' ', '{x}', 'a*b', 'a>b', 'x'.repeat(65), 'y'.repeat(129), 'z'.repeat(257), 'é'.repeat(600), '\u0000', '🎟️'.repeat(30), '\u202e', 'ａ', 'a\u0301') },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        '',
+        ' ',
+        '{x}',
+        'a*b',
+        'a>b',
+        'x'.repeat(65),
+        'y'.repeat(129),
+        'z'.repeat(257),
+        'é'.repeat(600),
+        '\u0000',
+        '🎟️'.repeat(30),
+        '\u202e',
+        'ａ',
+        'a\u0301',
+      ),
+    },
   );
 const hostileInt64 = () =>
   fc.oneof(
     fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
     fc.constantFrom(0n, 1n, -1n, 2n, 100n, 101n, 10n ** 12n, 10n ** 12n + 1n, 2n ** 53n + 1n, 2n ** 63n - 1n, -(2n ** 63n)),
   );
-const hostileInt32 = () => fc.oneof(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.constantFrom(0, 1, -1, 1024, 1025, 2 ** 31 - 1, -(2 ** 31)));
+const hostileInt32 = () =>
+  fc.oneof(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.constantFrom(0, 1, -1, 1024, 1025, 2 ** 31 - 1, -(2 ** 31)));
 
 /** A message of `schema` with a hostile value in every scalar field ('SENTINEL' stands for the sentinel coupon id). */
 function hostileMessage(schema: DescMessage) {
@@ -160,9 +190,22 @@ function grpcRaw(m: DescMethod, bytes: Uint8Array): Promise<Answer> {
 }
 
 const CONNECT_CODES: Record<string, number> = {
-  canceled: 1, unknown: 2, invalid_argument: 3, deadline_exceeded: 4, not_found: 5, already_exists: 6, permission_denied: 7,
-  resource_exhausted: 8, failed_precondition: 9, aborted: 10, out_of_range: 11, unimplemented: 12, internal: 13, unavailable: 14,
-  data_loss: 15, unauthenticated: 16,
+  canceled: 1,
+  unknown: 2,
+  invalid_argument: 3,
+  deadline_exceeded: 4,
+  not_found: 5,
+  already_exists: 6,
+  permission_denied: 7,
+  resource_exhausted: 8,
+  failed_precondition: 9,
+  aborted: 10,
+  out_of_range: 11,
+  unimplemented: 12,
+  internal: 13,
+  unavailable: 14,
+  data_loss: 15,
+  unauthenticated: 16,
 };
 
 /** POSTs `body` to the Connect port as `contentType`; streams are enveloped as the Connect protocol wants. */
@@ -266,7 +309,12 @@ describe('malformed protobuf on the gRPC port', () => {
         fc.uint8Array({ maxLength: 200 }),
         valid.chain((b) => fc.integer({ min: 0, max: Math.max(0, b.length - 1) }).map((n) => b.subarray(0, n))),
         // A field number the message does not have, with every wire type, and a length running past the end.
-        fc.constantFrom(Uint8Array.of(0xff, 0xff, 0xff, 0xff, 0x0f), Uint8Array.of(0x0a, 0x7f, 0x41), Uint8Array.of(0x0f), Uint8Array.of(0x08, 0x80, 0x80, 0x80)),
+        fc.constantFrom(
+          Uint8Array.of(0xff, 0xff, 0xff, 0xff, 0x0f),
+          Uint8Array.of(0x0a, 0x7f, 0x41),
+          Uint8Array.of(0x0f),
+          Uint8Array.of(0x08, 0x80, 0x80, 0x80),
+        ),
       );
       await fc.assert(
         fc.asyncProperty(bytes, async (b) => {
@@ -298,7 +346,24 @@ describe('malformed JSON and binary on the Connect port', () => {
   const jsonValue = fc.oneof(
     fc.string({ maxLength: 30 }),
     fc.double(),
-    fc.constantFrom(1e400 as unknown as number, -0, 1.5, 2 ** 64, -(2 ** 63) - 4096, 'NaN', 'Infinity', '0x10', '1e3', '９', ' 1', null, true, [], {}, [1, 2]),
+    fc.constantFrom(
+      1e400 as unknown as number,
+      -0,
+      1.5,
+      2 ** 64,
+      -(2 ** 63) - 4096,
+      'NaN',
+      'Infinity',
+      '0x10',
+      '1e3',
+      '９',
+      ' 1',
+      null,
+      true,
+      [],
+      {},
+      [1, 2],
+    ),
     fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map((b) => b.toString()),
     fc.constantFrom('DEDUCT_OUTCOME_DEDUCTED', 'DEDUCT_OUTCOME_NOPE', 'COMPENSATE_OUTCOME_BOGUS'),
   );
@@ -352,7 +417,11 @@ describe('malformed JSON and binary on the Connect port', () => {
   });
 
   it('when the content type is unknown, then the port answers 415 and stays up', async () => {
-    const res = await fetch(`${t.httpUrl}/${InventoryService.typeName}/Deduct`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hi' });
+    const res = await fetch(`${t.httpUrl}/${InventoryService.typeName}/Deduct`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: 'hi',
+    });
     expect(res.status).toBe(415);
   });
 });
@@ -368,6 +437,9 @@ describe('after all of it', () => {
     expect(s.outboxEvents - initial.outbox).toBe(ledger.events);
     const row = (await t.app.repo.find(sentinel))!;
     expect(row.totalStock).toBe(initial.total + ledger.restocked);
-    console.log('[hostile] accepted on the sentinel:', JSON.stringify({ deducted: ledger.deducted.size, compensated: ledger.compensated.size, restocked: ledger.restocked }));
+    console.log(
+      '[hostile] accepted on the sentinel:',
+      JSON.stringify({ deducted: ledger.deducted.size, compensated: ledger.compensated.size, restocked: ledger.restocked }),
+    );
   });
 });

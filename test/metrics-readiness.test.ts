@@ -21,7 +21,10 @@ let health: grpc.Client & { Check: Function };
 beforeAll(async () => {
   await createRedisCluster(PORTS, dirOf);
   t = await startTestApp({ SHARDSTOCK_REDIS_NODES: PORTS.map((p) => `127.0.0.1:${p}`).join(',') });
-  const def = protoLoader.loadSync(nm('grpc-health-check/proto/health/v1/health.proto'), { includeDirs: [nm('grpc-health-check/proto')], enums: String });
+  const def = protoLoader.loadSync(nm('grpc-health-check/proto/health/v1/health.proto'), {
+    includeDirs: [nm('grpc-health-check/proto')],
+    enums: String,
+  });
   const Health = (grpc.loadPackageDefinition(def) as any).grpc.health.v1.Health as grpc.ServiceClientConstructor;
   health = new Health(t.grpcAddr, grpc.credentials.createInsecure()) as never;
 }, 90_000);
@@ -33,12 +36,20 @@ afterAll(async () => {
     const pid = readPid(join(dirOf(port), 'redis.pid'));
     if (pid) process.kill(pid, 'SIGKILL');
   }
-  await waitFor('private redis nodes to exit', async () => (await Promise.all(PORTS.map((p) => portOpen(p)))).every((o) => !o), 10_000).catch(() => {});
+  await waitFor(
+    'private redis nodes to exit',
+    async () => (await Promise.all(PORTS.map((p) => portOpen(p)))).every((o) => !o),
+    10_000,
+  ).catch(() => {});
   rmSync(join(ROOT, '.data', 'readiness'), { recursive: true, force: true });
 });
 
 const grpcStatus = () =>
-  new Promise<string>((res, rej) => health.Check({ service: 'inventory.v1.InventoryService' }, (err: Error | null, r: { status: string }) => (err ? rej(err) : res(r.status))));
+  new Promise<string>((res, rej) =>
+    health.Check({ service: 'inventory.v1.InventoryService' }, (err: Error | null, r: { status: string }) =>
+      err ? rej(err) : res(r.status),
+    ),
+  );
 
 async function state() {
   const readyz = await fetch(`${t.httpUrl}/readyz`);
@@ -57,10 +68,14 @@ async function state() {
 
 async function waitState(want: boolean) {
   let last: Awaited<ReturnType<typeof state>> | undefined;
-  await waitFor(`readiness ${want}`, async () => {
-    last = await state();
-    return last.ready === want && last.grpc === (want ? 'SERVING' : 'NOT_SERVING');
-  }, 30_000).catch((err: Error) => {
+  await waitFor(
+    `readiness ${want}`,
+    async () => {
+      last = await state();
+      return last.ready === want && last.grpc === (want ? 'SERVING' : 'NOT_SERVING');
+    },
+    30_000,
+  ).catch((err: Error) => {
     throw new Error(`${err.message}; last state ${JSON.stringify(last)}`);
   });
   return last!;
@@ -68,15 +83,39 @@ async function waitState(want: boolean) {
 
 describe('readiness', () => {
   it('when every Redis node is stopped, then /readyz, grpc.health.v1 and /metrics all say not ready (liveness stays up); when they return, all say ready again', async () => {
-    expect(await waitState(true)).toEqual({ http: 200, ready: true, redisOk: true, grpc: 'SERVING', metricReady: '1', metricRedis: '1', healthz: 200 });
+    expect(await waitState(true)).toEqual({
+      http: 200,
+      ready: true,
+      redisOk: true,
+      grpc: 'SERVING',
+      metricReady: '1',
+      metricRedis: '1',
+      healthz: 200,
+    });
 
     for (const port of PORTS) process.kill(readPid(join(dirOf(port), 'redis.pid'))!, 'SIGKILL');
     await waitFor('private redis nodes to exit', async () => (await Promise.all(PORTS.map((p) => portOpen(p)))).every((o) => !o), 10_000);
-    expect(await waitState(false)).toEqual({ http: 503, ready: false, redisOk: false, grpc: 'NOT_SERVING', metricReady: '0', metricRedis: '0', healthz: 200 });
+    expect(await waitState(false)).toEqual({
+      http: 503,
+      ready: false,
+      redisOk: false,
+      grpc: 'NOT_SERVING',
+      metricReady: '0',
+      metricRedis: '0',
+      healthz: 200,
+    });
 
     // Restarted from their nodes.conf: the same cluster, same slots (empty: these nodes keep no data).
     for (const port of PORTS) startRedisNode(port, dirOf(port));
     await waitFor('private cluster healthy again', async () => clusterHealthy(PORTS), 30_000);
-    expect(await waitState(true)).toEqual({ http: 200, ready: true, redisOk: true, grpc: 'SERVING', metricReady: '1', metricRedis: '1', healthz: 200 });
+    expect(await waitState(true)).toEqual({
+      http: 200,
+      ready: true,
+      redisOk: true,
+      grpc: 'SERVING',
+      metricReady: '1',
+      metricRedis: '1',
+      healthz: 200,
+    });
   });
 });

@@ -97,7 +97,10 @@ describe('/metrics', () => {
     const after = await scrape(t.httpUrl);
     expect(after.get('shardstock_watch_streams_open{transport="connect"}')).toBe(0);
     expect(rpc(after, 'connect', 'WatchStock', 'cancelled') - rpc(before, 'connect', 'WatchStock', 'cancelled')).toBe(1);
-    expect(after.get('shardstock_watch_messages_total{transport="connect"}')! - (before.get('shardstock_watch_messages_total{transport="connect"}') ?? 0)).toBe(1);
+    expect(
+      after.get('shardstock_watch_messages_total{transport="connect"}')! -
+        (before.get('shardstock_watch_messages_total{transport="connect"}') ?? 0),
+    ).toBe(1);
     // Per-coupon series exist only while the coupon is watched.
     expect([...after.keys()].some((k) => k.includes(id))).toBe(false);
   });
@@ -145,16 +148,32 @@ describe('logs', () => {
     try {
       const id = uniqueId('log');
       await client.createCoupon({ couponId: id, totalStock: 2n, shardCount: 1 }, { metadata: { 'x-request-id': 'trace-create-1' } });
-      await client.deduct({ couponId: id, requestId: 'deduct-req-7', quantity: 1n, userId: 'alice.user-42' }, { metadata: { 'x-request-id': 'trace-deduct-1' } });
-      const connect = createClient(InventoryService, createConnectTransport({ baseUrl: `http://127.0.0.1:${app.httpPort}`, httpVersion: '1.1' }));
+      await client.deduct(
+        { couponId: id, requestId: 'deduct-req-7', quantity: 1n, userId: 'alice.user-42' },
+        { metadata: { 'x-request-id': 'trace-deduct-1' } },
+      );
+      const connect = createClient(
+        InventoryService,
+        createConnectTransport({ baseUrl: `http://127.0.0.1:${app.httpPort}`, httpVersion: '1.1' }),
+      );
       await connect.deduct({ couponId: id, requestId: 'deduct-req-8', quantity: 1n }, { headers: { 'x-request-id': 'trace-deduct-2' } });
       await connect.getStock({ couponId: id }); // no x-request-id: the service makes one up
       await new Promise((r) => setTimeout(r, 50));
 
       const calls = lines.filter((l) => l.msg === 'call');
       const grpcDeduct = calls.find((l) => l.method === 'Deduct' && l.transport === 'grpc');
-      expect(grpcDeduct).toMatchObject({ rid: 'trace-deduct-1', requestId: 'deduct-req-7', couponId: id, outcome: 'deducted', instance: 'log-test' });
-      expect(calls.find((l) => l.method === 'Deduct' && l.transport === 'connect')).toMatchObject({ rid: 'trace-deduct-2', requestId: 'deduct-req-8', outcome: 'deducted' });
+      expect(grpcDeduct).toMatchObject({
+        rid: 'trace-deduct-1',
+        requestId: 'deduct-req-7',
+        couponId: id,
+        outcome: 'deducted',
+        instance: 'log-test',
+      });
+      expect(calls.find((l) => l.method === 'Deduct' && l.transport === 'connect')).toMatchObject({
+        rid: 'trace-deduct-2',
+        requestId: 'deduct-req-8',
+        outcome: 'deducted',
+      });
       expect(calls.find((l) => l.method === 'CreateCoupon')).toMatchObject({ rid: 'trace-create-1', couponId: id });
       expect(calls.find((l) => l.method === 'GetStock')?.rid).toMatch(/^[0-9a-f]{12}$/);
       expect(calls).toHaveLength(4);

@@ -54,12 +54,14 @@ describe('live stock page', () => {
 
       // Deductions from Node over gRPC, paced so they last a few seconds, while the page is sampled.
       let next = 0;
-      const load = Promise.all(Array.from({ length: 4 }, async () => {
-        while (next < total) {
-          await t.client.deduct({ couponId: id, requestId: `u${next++}`, quantity: 1n });
-          await new Promise((r) => setTimeout(r, 25));
-        }
-      }));
+      const load = Promise.all(
+        Array.from({ length: 4 }, async () => {
+          while (next < total) {
+            await t.client.deduct({ couponId: id, requestId: `u${next++}`, quantity: 1n });
+            await new Promise((r) => setTimeout(r, 25));
+          }
+        }),
+      );
       const samples: number[] = [];
       let screenshot = false;
       let loadDone = false;

@@ -17,7 +17,10 @@ let t: TestApp;
 let health: grpc.Client & { Check: Function };
 beforeAll(async () => {
   t = await startTestApp();
-  const def = protoLoader.loadSync(nm('grpc-health-check/proto/health/v1/health.proto'), { includeDirs: [nm('grpc-health-check/proto')], enums: String });
+  const def = protoLoader.loadSync(nm('grpc-health-check/proto/health/v1/health.proto'), {
+    includeDirs: [nm('grpc-health-check/proto')],
+    enums: String,
+  });
   const Health = (grpc.loadPackageDefinition(def) as any).grpc.health.v1.Health as grpc.ServiceClientConstructor;
   health = new Health(t.grpcAddr, grpc.credentials.createInsecure()) as never;
 });
@@ -28,7 +31,9 @@ afterAll(async () => {
 
 const check = (service: string) =>
   new Promise<string>((resolve) =>
-    health.Check({ service }, (err: grpc.ServiceError | null, res: { status: string }) => resolve(err ? grpc.status[err.code] : res.status)),
+    health.Check({ service }, (err: grpc.ServiceError | null, res: { status: string }) =>
+      resolve(err ? grpc.status[err.code] : res.status),
+    ),
   );
 
 const healthcheck = (httpAddr: string) =>

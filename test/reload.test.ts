@@ -33,7 +33,9 @@ describe('missing shard reload', () => {
     await a.app.redis.del(a.app.store.keys(shardRef(coupon, lost)).shard);
 
     // Requests homed on the lost shard, from both instances at once.
-    const onLost = Array.from({ length: 400 }, (_, i) => `after-${i}`).filter((rid) => homeShard(coupon, rid, '') === lost).slice(0, 10);
+    const onLost = Array.from({ length: 400 }, (_, i) => `after-${i}`)
+      .filter((rid) => homeShard(coupon, rid, '') === lost)
+      .slice(0, 10);
     const rs = await Promise.all(onLost.map((rid, i) => (i % 2 ? a : b).client.deduct({ couponId: id, requestId: rid, quantity: 1n })));
     expect(rs.every((r) => r.outcome === DeductOutcome.DEDUCTED)).toBe(true);
     const after = await shardState(a.app, id);

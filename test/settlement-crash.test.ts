@@ -35,7 +35,17 @@ async function serve(instanceId: string): Promise<{ child: ChildProcess; client:
   child.stdout!.on('data', (d) => logs.push(String(d)));
   child.stderr!.on('data', (d) => logs.push(String(d)));
   const client = createInventoryClient(`127.0.0.1:${grpcPort}`);
-  await waitFor('the service to answer', () => client.getStock({ couponId: 'none' }).then(() => 'up', (e: { code?: number }) => (e.code === 5 ? 'up' : 'down')), (s) => s === 'up', 30_000, 200);
+  await waitFor(
+    'the service to answer',
+    () =>
+      client.getStock({ couponId: 'none' }).then(
+        () => 'up',
+        (e: { code?: number }) => (e.code === 5 ? 'up' : 'down'),
+      ),
+    (s) => s === 'up',
+    30_000,
+    200,
+  );
   return { child, client, logs };
 }
 
@@ -62,7 +72,13 @@ describe('a service process killed mid-settlement', () => {
     const load = new SaleLoad(() => current, id, 'k', 24).start();
 
     // Kill once settlement is under way but behind.
-    await waitFor('settlement to be under way', () => ledgerFigures(observer.app, id), (f) => f.deductRows >= 150, 60_000, 100);
+    await waitFor(
+      'settlement to be under way',
+      () => ledgerFigures(observer.app, id),
+      (f) => f.deductRows >= 150,
+      60_000,
+      100,
+    );
     T('killing');
     first.child.kill('SIGKILL');
     await new Promise((r) => first.child.once('exit', r));
@@ -73,7 +89,9 @@ describe('a service process killed mid-settlement', () => {
     expect(atKill.outboxEvents + atKill.jetstreamPending).toBeGreaterThan(0n);
     expect(settledAtKill.deductRows).toBeLessThan(load.deducted.size);
 
-    T(`at kill ${JSON.stringify({ outbox: Number(atKill.outboxEvents), js: Number(atKill.jetstreamPending), rows: settledAtKill.deductRows, ok: load.deducted.size })}`);
+    T(
+      `at kill ${JSON.stringify({ outbox: Number(atKill.outboxEvents), js: Number(atKill.jetstreamPending), rows: settledAtKill.deductRows, ok: load.deducted.size })}`,
+    );
     const second = await serve('crash-2');
     T('restarted');
     current = second.client;

@@ -31,7 +31,13 @@ function accepts(port: number): Promise<boolean> {
 
 async function startNats(port: number, dir: string): Promise<ChildProcess> {
   const child = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir], { stdio: 'ignore' });
-  await waitFor('nats-server to listen', () => accepts(port), (ok) => ok, 20_000, 100);
+  await waitFor(
+    'nats-server to listen',
+    () => accepts(port),
+    (ok) => ok,
+    20_000,
+    100,
+  );
   return child;
 }
 
@@ -64,12 +70,24 @@ describe('outages during a run', () => {
     const total = 1_000_000;
     await t.client.createCoupon({ couponId: id, totalStock: BigInt(total), shardCount: 8 });
     const load = new SaleLoad(() => t.client, id, 'n', 16).start();
-    await waitFor('settlement to be under way', () => ledgerFigures(t.app, id), (f) => f.deductRows >= 50, 30_000, 100);
+    await waitFor(
+      'settlement to be under way',
+      () => ledgerFigures(t.app, id),
+      (f) => f.deductRows >= 50,
+      30_000,
+      100,
+    );
 
     nats.kill('SIGKILL');
     await new Promise((r) => nats.once('exit', r));
     // Deducts go on (they need Redis only); their events pile up in the outbox.
-    const during = await waitFor('the outbox backlog to grow', () => shardState(t.app, id), (s) => s.outboxEvents >= 200, 30_000, 200);
+    const during = await waitFor(
+      'the outbox backlog to grow',
+      () => shardState(t.app, id),
+      (s) => s.outboxEvents >= 200,
+      30_000,
+      200,
+    );
     await sleep(2000);
     expect((await shardState(t.app, id)).outboxEvents).toBeGreaterThan(during.outboxEvents);
     expect(load.deducted.size).toBeGreaterThan((await ledgerFigures(t.app, id)).deductRows + 200);
@@ -101,10 +119,22 @@ describe('outages during a run', () => {
     const total = 1_000_000;
     await t.client.createCoupon({ couponId: id, totalStock: BigInt(total), shardCount: 8 });
     const load = new SaleLoad(() => t.client, id, 'm', 16).start();
-    await waitFor('settlement to be under way', () => ledgerFigures(t.app, id), (f) => f.deductRows >= 50, 30_000, 100);
+    await waitFor(
+      'settlement to be under way',
+      () => ledgerFigures(t.app, id),
+      (f) => f.deductRows >= 50,
+      30_000,
+      100,
+    );
 
     proxy.cut();
-    const during = await waitFor('JetStream to hold a backlog', () => t.app.settlement.stream.pending(id), (n) => n >= 200, 30_000, 200);
+    const during = await waitFor(
+      'JetStream to hold a backlog',
+      () => t.app.settlement.stream.pending(id),
+      (n) => n >= 200,
+      30_000,
+      200,
+    );
     await sleep(3000);
     expect(await t.app.settlement.stream.pending(id)).toBeGreaterThan(during);
 

@@ -74,7 +74,8 @@ describe('settlement of a concurrent run', () => {
 
     const rec = await settled(a.client, id);
     const f = await ledgerFigures(a.app, id);
-    if (process.env.TEST_TRACE) console.log(JSON.stringify({ a: a.app.settlement.stats.settle, b: b.app.settlement.stats.settle, anomalies: f.anomalies }));
+    if (process.env.TEST_TRACE)
+      console.log(JSON.stringify({ a: a.app.settlement.stats.settle, b: b.app.settlement.stats.settle, anomalies: f.anomalies }));
     expect(f.duplicates).toBe(0);
     expect(f.anomalies).toEqual([]);
     expect(f.deductRows).toBe(deductions);
@@ -83,9 +84,15 @@ describe('settlement of a concurrent run', () => {
     expect(f.compensateUnits).toBe(compensatedUnits);
     expect(f.remaining).toBe(total - deductedUnits + compensatedUnits);
     expect(rec).toMatchObject({
-      consistent: true, ledgerDrift: 0n, redisDrift: 0n, anomalies: 0n,
-      ledgerDeducted: BigInt(deductedUnits), ledgerCompensated: BigInt(compensatedUnits),
-      settledRemaining: BigInt(f.remaining), redisAvailable: BigInt(f.remaining), redisNetDeducted: BigInt(deductedUnits - compensatedUnits),
+      consistent: true,
+      ledgerDrift: 0n,
+      redisDrift: 0n,
+      anomalies: 0n,
+      ledgerDeducted: BigInt(deductedUnits),
+      ledgerCompensated: BigInt(compensatedUnits),
+      settledRemaining: BigInt(f.remaining),
+      redisAvailable: BigInt(f.remaining),
+      redisNetDeducted: BigInt(deductedUnits - compensatedUnits),
     });
     const level = (await b.client.getStock({ couponId: id })).level!;
     expect(level.settledRemaining).toBe(BigInt(f.remaining));
@@ -98,12 +105,27 @@ describe('settlement of a concurrent run', () => {
   it('when events are still in flight, then GetStock reports them as pending settlement and Reconcile counts them', async () => {
     const id = uniqueId();
     // An instance that relays but does not settle: the events wait in JetStream.
-    const r = await startTestApp({ SHARDSTOCK_WORKERS: 'relay', SHARDSTOCK_INSTANCE_ID: 'relay-only', SHARDSTOCK_NAMESPACE: uniqueId('n') });
+    const r = await startTestApp({
+      SHARDSTOCK_WORKERS: 'relay',
+      SHARDSTOCK_INSTANCE_ID: 'relay-only',
+      SHARDSTOCK_NAMESPACE: uniqueId('n'),
+    });
     try {
       await r.client.createCoupon({ couponId: id, totalStock: 50n, shardCount: 2 });
       for (let i = 0; i < 5; i++) await r.client.deduct({ couponId: id, requestId: `p-${i}`, quantity: 2n });
-      const rec = await waitFor('the relay', () => r.client.reconcile({ couponId: id }), (x) => x.outboxEvents === 0n && x.jetstreamPending === 5n);
-      expect(rec).toMatchObject({ consistent: true, inFlightNet: 10n, settledRemaining: 50n, redisAvailable: 40n, redisDrift: 0n, ledgerDeducted: 0n });
+      const rec = await waitFor(
+        'the relay',
+        () => r.client.reconcile({ couponId: id }),
+        (x) => x.outboxEvents === 0n && x.jetstreamPending === 5n,
+      );
+      expect(rec).toMatchObject({
+        consistent: true,
+        inFlightNet: 10n,
+        settledRemaining: 50n,
+        redisAvailable: 40n,
+        redisDrift: 0n,
+        ledgerDeducted: 0n,
+      });
       const level = (await r.client.getStock({ couponId: id })).level!;
       expect(level.settledRemaining).toBe(50n);
       expect(level.pendingSettlement).toBe(10n);
@@ -125,11 +147,24 @@ describe('duplicates', () => {
       await r.client.createCoupon({ couponId: id, totalStock: 20n, shardCount: 2 });
       const d = await r.client.deduct({ couponId: id, requestId: 'dup-1', quantity: 3n });
       expect(d.outcome).toBe(DeductOutcome.DEDUCTED);
-      await waitFor('the relay', () => r.app.settlement.stream.pending(id), (n) => n === 1);
+      await waitFor(
+        'the relay',
+        () => r.app.settlement.stream.pending(id),
+        (n) => n === 1,
+      );
 
       // Published again with its id: JetStream recognises it.
       const js = nc.jetstream();
-      const event: SettlementEvent = { kind: 'D', couponId: id, requestId: 'dup-1', userId: '', quantity: 3, shard: d.shard, occurredAt: Date.now(), reason: '' };
+      const event: SettlementEvent = {
+        kind: 'D',
+        couponId: id,
+        requestId: 'dup-1',
+        userId: '',
+        quantity: 3,
+        shard: d.shard,
+        occurredAt: Date.now(),
+        reason: '',
+      };
       const again = await js.publish(names.subject(id), encodeEvent(event), { msgID: eventId(event) });
       expect(again.duplicate).toBe(true);
       // Published again after the duplicate window (simulated with another id): JetStream stores it twice.
@@ -167,11 +202,20 @@ describe('duplicates', () => {
       expect(second.map((m) => m.info.deliveryCount).sort()).toEqual([1, 2]);
       await settler.handle(second);
       expect(stats).toMatchObject({ applied: 1, duplicates: 2 });
-      await waitFor('the stream to empty', () => r.app.settlement.stream.pending(id), (n) => n === 0);
+      await waitFor(
+        'the stream to empty',
+        () => r.app.settlement.stream.pending(id),
+        (n) => n === 0,
+      );
 
       const f = await ledgerFigures(r.app, id);
       expect(f).toMatchObject({ deductRows: 1, deductUnits: 3, remaining: 17, duplicates: 0, anomalies: [] });
-      expect(await r.client.reconcile({ couponId: id })).toMatchObject({ consistent: true, inFlightNet: 0n, settledRemaining: 17n, redisAvailable: 17n });
+      expect(await r.client.reconcile({ couponId: id })).toMatchObject({
+        consistent: true,
+        inFlightNet: 0n,
+        settledRemaining: 17n,
+        redisAvailable: 17n,
+      });
     } finally {
       const jsm = await nc.jetstreamManager();
       await jsm.streams.delete(names.stream).catch(() => {});
@@ -187,24 +231,44 @@ describe('anomalies', () => {
     // MySQL believes only 2 units are left (written behind the service's back).
     await a.app.orm.em.fork().execute('update coupon set settled_remaining = 2 where id = ?', [id]);
     const rids = ['x-1', 'x-2', 'x-3', 'x-4', 'x-5'];
-    for (const rid of rids) expect((await a.client.deduct({ couponId: id, requestId: rid, quantity: 1n })).outcome).toBe(DeductOutcome.DEDUCTED);
+    for (const rid of rids)
+      expect((await a.client.deduct({ couponId: id, requestId: rid, quantity: 1n })).outcome).toBe(DeductOutcome.DEDUCTED);
 
-    const f = await waitFor('three anomalies', () => ledgerFigures(a.app, id), (x) => x.anomalies.filter((n) => n.refunded).length === 3);
+    const f = await waitFor(
+      'three anomalies',
+      () => ledgerFigures(a.app, id),
+      (x) => x.anomalies.filter((n) => n.refunded).length === 3,
+    );
     expect(f.deductRows).toBe(2);
     expect(f.remaining).toBe(0);
-    expect(f.anomalies.map((n) => [n.reason, n.quantity, n.refunded])).toEqual(new Array(3).fill(['insufficient_settled_remaining', 1, true]));
+    expect(f.anomalies.map((n) => [n.reason, n.quantity, n.refunded])).toEqual(
+      new Array(3).fill(['insufficient_settled_remaining', 1, true]),
+    );
     // The three refused units are back in Redis, and its net counter no longer counts them.
     const s = await shardState(a.app, id);
     expect(s.available).toBe(10 - 5 + 3);
     expect(s.net).toBe(2);
-    const rec = await waitFor('the stream to drain', () => a.client.reconcile({ couponId: id }), (x) => x.jetstreamPending === 0n && x.outboxEvents === 0n);
+    const rec = await waitFor(
+      'the stream to drain',
+      () => a.client.reconcile({ couponId: id }),
+      (x) => x.jetstreamPending === 0n && x.outboxEvents === 0n,
+    );
     expect(rec).toMatchObject({
-      anomalies: 3n, anomalyUnits: 3n, ledgerDeducted: 2n, settledRemaining: 0n, redisAvailable: 8n, inFlightNet: 0n,
-      ledgerDrift: -8n, redisDrift: 8n, consistent: false,
+      anomalies: 3n,
+      anomalyUnits: 3n,
+      ledgerDeducted: 2n,
+      settledRemaining: 0n,
+      redisAvailable: 8n,
+      inFlightNet: 0n,
+      ledgerDrift: -8n,
+      redisDrift: 8n,
+      consistent: false,
     });
     // A refused deduction is closed in Redis: compensating it gives nothing back a second time.
     const refusedRequest = f.anomalies[0]!.eventId.split(':').pop()!;
-    expect((await a.client.compensate({ couponId: id, requestId: refusedRequest, reason: 'late cancel' })).outcome).toBe(CompensateOutcome.ALREADY_COMPENSATED);
+    expect((await a.client.compensate({ couponId: id, requestId: refusedRequest, reason: 'late cancel' })).outcome).toBe(
+      CompensateOutcome.ALREADY_COMPENSATED,
+    );
     expect((await shardState(a.app, id)).available).toBe(8);
   });
 
@@ -212,11 +276,23 @@ describe('anomalies', () => {
     const names = settlementNames(a.namespace);
     const js = nc.jetstream();
     const unknown = uniqueId('nope');
-    const ghost: SettlementEvent = { kind: 'D', couponId: unknown, requestId: 'g-1', userId: '', quantity: 1, shard: 0, occurredAt: Date.now(), reason: '' };
+    const ghost: SettlementEvent = {
+      kind: 'D',
+      couponId: unknown,
+      requestId: 'g-1',
+      userId: '',
+      quantity: 1,
+      shard: 0,
+      occurredAt: Date.now(),
+      reason: '',
+    };
     await js.publish(names.subject(unknown), encodeEvent(ghost), { msgID: eventId(ghost) });
     const garbageId = uniqueId('garbage');
     const h = headers();
-    await js.publish(`${names.subjectPrefix}.${subjectToken(garbageId)}`, new TextEncoder().encode('{not json'), { msgID: garbageId, headers: h });
+    await js.publish(`${names.subjectPrefix}.${subjectToken(garbageId)}`, new TextEncoder().encode('{not json'), {
+      msgID: garbageId,
+      headers: h,
+    });
     // Meanwhile a normal coupon keeps settling.
     const id = uniqueId();
     await a.client.createCoupon({ couponId: id, totalStock: 5n, shardCount: 1 });
@@ -226,19 +302,37 @@ describe('anomalies', () => {
 
     const rows = await waitFor(
       'the poison anomalies',
-      () => a.app.orm.em.fork().execute<{ event_id: string; reason: string }[]>('select event_id, reason from settlement_anomaly where event_id in (?, ?)', [eventId(ghost), garbageId]),
+      () =>
+        a.app.orm.em
+          .fork()
+          .execute<{ event_id: string; reason: string }[]>('select event_id, reason from settlement_anomaly where event_id in (?, ?)', [
+            eventId(ghost),
+            garbageId,
+          ]),
       (x) => x.length === 2,
       30_000,
     );
-    expect(Object.fromEntries(rows.map((r) => [r.event_id, r.reason]))).toEqual({ [eventId(ghost)]: 'unknown_coupon', [garbageId]: 'unparsable_message' });
-    await waitFor('the poison to leave the stream', () => a.app.settlement.stream.pending(unknown), (n) => n === 0);
+    expect(Object.fromEntries(rows.map((r) => [r.event_id, r.reason]))).toEqual({
+      [eventId(ghost)]: 'unknown_coupon',
+      [garbageId]: 'unparsable_message',
+    });
+    await waitFor(
+      'the poison to leave the stream',
+      () => a.app.settlement.stream.pending(unknown),
+      (n) => n === 0,
+    );
     expect(await a.app.settlement.stream.pending(garbageId)).toBe(0);
   });
 });
 
 describe('periodic reconciler', () => {
   it('when a coupon drifts, then the periodic reconciler reports it after consecutive runs, and a consistent coupon stays clean', async () => {
-    const r = await startTestApp({ SHARDSTOCK_WORKERS: 'reconcile', SHARDSTOCK_RECONCILE_INTERVAL_MS: '300', SHARDSTOCK_NAMESPACE: a.namespace, SHARDSTOCK_INSTANCE_ID: 'reconciler' });
+    const r = await startTestApp({
+      SHARDSTOCK_WORKERS: 'reconcile',
+      SHARDSTOCK_RECONCILE_INTERVAL_MS: '300',
+      SHARDSTOCK_NAMESPACE: a.namespace,
+      SHARDSTOCK_INSTANCE_ID: 'reconciler',
+    });
     try {
       const [good, bad] = [uniqueId(), uniqueId()];
       for (const id of [good, bad]) {
@@ -247,9 +341,21 @@ describe('periodic reconciler', () => {
       }
       await a.app.orm.em.fork().execute('update coupon set settled_remaining = settled_remaining - 3 where id = ?', [bad]);
       const stats = r.app.settlement.stats.reconcile;
-      await waitFor('the drift to persist', async () => stats.lastDrift.get(bad), (d) => (d?.consecutive ?? 0) >= 2, 20_000, 100);
+      await waitFor(
+        'the drift to persist',
+        async () => stats.lastDrift.get(bad),
+        (d) => (d?.consecutive ?? 0) >= 2,
+        20_000,
+        100,
+      );
       await settled(r.client, good);
-      await waitFor('a clean run of the good coupon', async () => stats.lastDrift.get(good), (d) => d?.consecutive === 0 && d.checkedAt.getTime() > Date.now() - 1000, 20_000, 100);
+      await waitFor(
+        'a clean run of the good coupon',
+        async () => stats.lastDrift.get(good),
+        (d) => d?.consecutive === 0 && d.checkedAt.getTime() > Date.now() - 1000,
+        20_000,
+        100,
+      );
       expect(stats.lastDrift.get(bad)).toMatchObject({ ledgerDrift: -3, redisDrift: 3 });
       expect(stats.persistentDrift).toBeGreaterThanOrEqual(1);
       expect(r.app.settlement.figures()).toMatchObject({ reconcileInconsistent: 1, reconcileDriftUnits: 6 });
@@ -269,7 +375,11 @@ describe('in-flight count', () => {
       for (let i = 0; i < 6; i++) await r.client.deduct({ couponId: id, requestId: `f-${i}`, quantity: 1n });
       await r.client.compensate({ couponId: id, requestId: 'f-0', reason: 'x' });
       // Some events relayed to JetStream, none settled (no settler): 6 deductions - 1 compensation in flight.
-      await waitFor('the relay', () => r.app.settlement.inFlight.measure(id), (m) => m.outboxEvents === 0 && m.jetstreamPending === 7);
+      await waitFor(
+        'the relay',
+        () => r.app.settlement.inFlight.measure(id),
+        (m) => m.outboxEvents === 0 && m.jetstreamPending === 7,
+      );
       expect(await r.app.settlement.inFlight.inFlightNet(id)).toBe(5);
       const before = await shardState(r.app, id);
       const lostAvail = before.levels[0]!.available!;

@@ -47,7 +47,10 @@ describe('graceful shutdown', () => {
     expect(ok).toBeGreaterThan(0);
     for (const r of results) expect(['ok', 'UNAVAILABLE', 'CANCELLED']).toContain(r);
     // And the port is really closed.
-    const after = await client.getStock({ couponId: id }, { deadlineMs: 1000 }).then(() => 'answered', (e: ServiceError) => e.code);
+    const after = await client.getStock({ couponId: id }, { deadlineMs: 1000 }).then(
+      () => 'answered',
+      (e: ServiceError) => e.code,
+    );
     expect(after).not.toBe('answered');
     client.close();
   });

@@ -20,13 +20,58 @@ const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir,
 
 /** A key and a certificate for `cn`, signed by `ca` (with IP and DNS names for loopback). */
 function issue(cn: string, ca: string): void {
-  openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${cn}.key`, '-out', `${cn}.csr`, '-subj', `/CN=${cn}`);
+  openssl(
+    'req',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    `${cn}.key`,
+    '-out',
+    `${cn}.csr`,
+    '-subj',
+    `/CN=${cn}`,
+  );
   writeFileSync(file(`${cn}.ext`), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
-  openssl('x509', '-req', '-in', `${cn}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-out', `${cn}.crt`, '-days', '1', '-extfile', `${cn}.ext`);
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    `${cn}.csr`,
+    '-CA',
+    `${ca}.crt`,
+    '-CAkey',
+    `${ca}.key`,
+    '-CAcreateserial',
+    '-out',
+    `${cn}.crt`,
+    '-days',
+    '1',
+    '-extfile',
+    `${cn}.ext`,
+  );
 }
 
 function authority(name: string): void {
-  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '1', '-subj', `/CN=${name}`);
+  openssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    `${name}.key`,
+    '-out',
+    `${name}.crt`,
+    '-days',
+    '1',
+    '-subj',
+    `/CN=${name}`,
+  );
 }
 
 beforeAll(() => {
@@ -39,9 +84,17 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const codeOf = (p: Promise<unknown>) => p.then(() => grpc.status.OK, (e: grpc.ServiceError) => e.code);
+const codeOf = (p: Promise<unknown>) =>
+  p.then(
+    () => grpc.status.OK,
+    (e: grpc.ServiceError) => e.code,
+  );
 const tlsClient = (t: TestApp, key?: string) =>
-  createInventoryClient(t.grpcAddr, {}, grpc.credentials.createSsl(pem('ca.crt'), key ? pem(`${key}.key`) : null, key ? pem(`${key}.crt`) : null));
+  createInventoryClient(
+    t.grpcAddr,
+    {},
+    grpc.credentials.createSsl(pem('ca.crt'), key ? pem(`${key}.key`) : null, key ? pem(`${key}.crt`) : null),
+  );
 
 describe('TLS on the gRPC port', () => {
   let t: TestApp;
@@ -90,19 +143,77 @@ describe('TLS and an ACL user for Redis', () => {
   let port: number;
   let nodeDir: string;
   const cli = (...args: string[]) =>
-    execFileSync('redis-cli', ['--tls', '--cacert', file('ca.crt'), '--cert', file('client.crt'), '--key', file('client.key'), '-p', String(port), '--user', 'shard', '--pass', 'pw-0123456789', '--no-auth-warning', ...args], { encoding: 'utf8' }).trim();
+    execFileSync(
+      'redis-cli',
+      [
+        '--tls',
+        '--cacert',
+        file('ca.crt'),
+        '--cert',
+        file('client.crt'),
+        '--key',
+        file('client.key'),
+        '-p',
+        String(port),
+        '--user',
+        'shard',
+        '--pass',
+        'pw-0123456789',
+        '--no-auth-warning',
+        ...args,
+      ],
+      { encoding: 'utf8' },
+    ).trim();
 
   beforeAll(async () => {
     port = await freePort();
     nodeDir = mkdtempSync(join(tmpdir(), 'shardstock-redis-tls-'));
     // TLS only (no plaintext port), client certificates required, the default user off.
     execFileSync('redis-server', [
-      '--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--cluster-announce-ip', '127.0.0.1',
-      '--tls-cert-file', file('server.crt'), '--tls-key-file', file('server.key'), '--tls-ca-cert-file', file('ca.crt'), '--tls-auth-clients', 'yes',
-      '--tls-cluster', 'yes', '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf',
-      '--dir', nodeDir, '--daemonize', 'yes', '--pidfile', join(nodeDir, 'redis.pid'), '--logfile', join(nodeDir, 'redis.log'),
-      '--save', '', '--appendonly', 'no',
-      '--user', 'default', 'off', '--user', 'shard', 'on', '>pw-0123456789', '~*', '&*', '+@all',
+      '--port',
+      '0',
+      '--tls-port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--cluster-announce-ip',
+      '127.0.0.1',
+      '--tls-cert-file',
+      file('server.crt'),
+      '--tls-key-file',
+      file('server.key'),
+      '--tls-ca-cert-file',
+      file('ca.crt'),
+      '--tls-auth-clients',
+      'yes',
+      '--tls-cluster',
+      'yes',
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      'nodes.conf',
+      '--dir',
+      nodeDir,
+      '--daemonize',
+      'yes',
+      '--pidfile',
+      join(nodeDir, 'redis.pid'),
+      '--logfile',
+      join(nodeDir, 'redis.log'),
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--user',
+      'default',
+      'off',
+      '--user',
+      'shard',
+      'on',
+      '>pw-0123456789',
+      '~*',
+      '&*',
+      '+@all',
     ]);
     for (let i = 0; i < 50; i++) {
       try {

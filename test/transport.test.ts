@@ -29,7 +29,11 @@ describe('gRPC port', () => {
   it('when a reflection client lists services and fetches descriptors, then it can call GetStock with no proto files (as grpcurl does)', async () => {
     const id = uniqueId();
     await t.client.createCoupon({ couponId: id, totalStock: 42n, shardCount: 3 });
-    const Reflection = loadService(nm('@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto'), nm('@grpc/reflection/build/proto'), ['grpc', 'reflection', 'v1', 'ServerReflection']);
+    const Reflection = loadService(
+      nm('@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto'),
+      nm('@grpc/reflection/build/proto'),
+      ['grpc', 'reflection', 'v1', 'ServerReflection'],
+    );
     const rc = new Reflection(t.grpcAddr, grpc.credentials.createInsecure());
     const ask = (req: object) =>
       new Promise<any>((resolve, reject) => {
@@ -80,9 +84,15 @@ describe('gRPC port', () => {
   });
 
   it('when grpc.health.v1 is asked, then the service reports SERVING and Watch streams the status', async () => {
-    const Health = loadService(nm('grpc-health-check/proto/health/v1/health.proto'), nm('grpc-health-check/proto'), ['grpc', 'health', 'v1', 'Health']);
+    const Health = loadService(nm('grpc-health-check/proto/health/v1/health.proto'), nm('grpc-health-check/proto'), [
+      'grpc',
+      'health',
+      'v1',
+      'Health',
+    ]);
     const hc = new Health(t.grpcAddr, grpc.credentials.createInsecure()) as any;
-    const check = (service: string) => new Promise<any>((resolve, reject) => hc.Check({ service }, (e: unknown, r: unknown) => (e ? reject(e) : resolve(r))));
+    const check = (service: string) =>
+      new Promise<any>((resolve, reject) => hc.Check({ service }, (e: unknown, r: unknown) => (e ? reject(e) : resolve(r))));
     expect((await check('')).status).toBe('SERVING');
     expect((await check('inventory.v1.InventoryService')).status).toBe('SERVING');
     const first = await new Promise<any>((resolve, reject) => {
@@ -98,7 +108,10 @@ describe('gRPC port', () => {
   });
 
   it('when a method is not implemented yet, then UNIMPLEMENTED or a real answer — never INTERNAL', async () => {
-    const e = await t.client.reconcile({ couponId: uniqueId() }).then(() => null, (err: grpc.ServiceError) => err);
+    const e = await t.client.reconcile({ couponId: uniqueId() }).then(
+      () => null,
+      (err: grpc.ServiceError) => err,
+    );
     expect([grpc.status.NOT_FOUND, grpc.status.UNIMPLEMENTED]).toContain(e?.code);
   });
 });
@@ -141,7 +154,11 @@ describe('HTTP port (connect-node)', () => {
     await t.client.createCoupon({ couponId: id, totalStock: 5n, shardCount: 2 });
     const session = h2connect(t.httpUrl);
     const body = await new Promise<string>((resolve, reject) => {
-      const req = session.request({ ':method': 'POST', ':path': '/inventory.v1.InventoryService/GetStock', 'content-type': 'application/json' });
+      const req = session.request({
+        ':method': 'POST',
+        ':path': '/inventory.v1.InventoryService/GetStock',
+        'content-type': 'application/json',
+      });
       let data = '';
       req.on('data', (d) => (data += d));
       req.on('end', () => resolve(data));

@@ -109,7 +109,9 @@ describe('WatchStock resources', () => {
     await t.client.deduct({ couponId: id, requestId: 'one', quantity: 1n });
     await Promise.all(changeSeen);
     const fanoutMs = Date.now() - changeAt;
-    console.log(`1,000 streams: opened (first level each) in ${openMs} ms, ~${Math.round(heapPerStream)} B heap per stream, one change reached all in ${fanoutMs} ms`);
+    console.log(
+      `1,000 streams: opened (first level each) in ${openMs} ms, ~${Math.round(heapPerStream)} B heap per stream, one change reached all in ${fanoutMs} ms`,
+    );
 
     ac.abort();
     await waitUntil('every stream to be freed', allFreed);
@@ -180,7 +182,9 @@ describe('WatchStock resources', () => {
     expect(natsSubs()).toBe(subsBefore);
     expect(timers()).toBeLessThanOrEqual(timersBefore);
     const growth = heapAfterGc() - heapBefore;
-    console.log(`1,000 subscribe/cancel cycles: heap ${growth >= 0 ? '+' : ''}${Math.round(growth / 1024)} KiB, timers ${timersBefore} -> ${timers()}, NATS subscriptions ${subsBefore} -> ${natsSubs()}`);
+    console.log(
+      `1,000 subscribe/cancel cycles: heap ${growth >= 0 ? '+' : ''}${Math.round(growth / 1024)} KiB, timers ${timersBefore} -> ${timers()}, NATS subscriptions ${subsBefore} -> ${natsSubs()}`,
+    );
     // A leak of even one slot or closure per stream would be well over this.
     expect(growth).toBeLessThan(2 * 1024 * 1024);
     client.close();

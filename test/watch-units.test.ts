@@ -6,8 +6,15 @@ import { LevelSlot } from '../src/watch/level-slot.js';
 import { subjectToken } from '../src/watch/level-bus.js';
 
 const level = (available: number): StockLevel => ({
-  couponId: 'c', totalStock: 10, available, deducted: 10 - available, settledRemaining: 10, pendingSettlement: 10 - available,
-  soldOut: available === 0, shards: [], observedAt: new Date(),
+  couponId: 'c',
+  totalStock: 10,
+  available,
+  deducted: 10 - available,
+  settledRemaining: 10,
+  pendingSettlement: 10 - available,
+  soldOut: available === 0,
+  shards: [],
+  observedAt: new Date(),
 });
 
 describe('LevelSlot', () => {
@@ -65,7 +72,10 @@ describe('ChangeAnnouncer', () => {
     expect(announced).toEqual([]);
     await new Promise((r) => setTimeout(r, 60));
     expect(announced.sort()).toEqual(['x', 'y']);
-    expect(after.sort()).toEqual([['x', true], ['y', false]]);
+    expect(after.sort()).toEqual([
+      ['x', true],
+      ['y', false],
+    ]);
     expect(a.pending).toBe(0);
     a.close();
   });

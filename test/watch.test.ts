@@ -15,7 +15,10 @@ let b: TestApp; // serves the watchers
 
 beforeAll(async () => {
   const env = { SHARDSTOCK_NAMESPACE: namespace, SHARDSTOCK_LOW_STOCK_THRESHOLDS: `${lowId}=5` };
-  [a, b] = await Promise.all([startTestApp({ ...env, SHARDSTOCK_INSTANCE_ID: 'watch-a' }), startTestApp({ ...env, SHARDSTOCK_INSTANCE_ID: 'watch-b' })]);
+  [a, b] = await Promise.all([
+    startTestApp({ ...env, SHARDSTOCK_INSTANCE_ID: 'watch-a' }),
+    startTestApp({ ...env, SHARDSTOCK_INSTANCE_ID: 'watch-b' }),
+  ]);
 });
 afterAll(async () => {
   await Promise.all([a?.close(), b?.close()]);
@@ -82,12 +85,14 @@ describe('WatchStock across instances', () => {
     const loadStarted = Date.now();
     let next = 0;
     const outcomes: number[] = [];
-    await Promise.all(Array.from({ length: 8 }, async () => {
-      while (next < total + 5) {
-        const r = await a.client.deduct({ couponId: id, requestId: `r${next++}`, quantity: 1n });
-        outcomes.push(r.outcome);
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < total + 5) {
+          const r = await a.client.deduct({ couponId: id, requestId: `r${next++}`, quantity: 1n });
+          outcomes.push(r.outcome);
+        }
+      }),
+    );
     expect(outcomes.filter((o) => o === 1).length).toBe(total);
     // A told the other instances with at most one ping per announce interval (50 ms), not one per deduction.
     await new Promise((r) => setTimeout(r, 100));
@@ -216,7 +221,8 @@ describe('low-stock events', () => {
     try {
       await a.client.createCoupon({ couponId: lowId, totalStock: 20n, shardCount: 2 });
       let n = 0;
-      const take = (t: TestApp, count: number) => Promise.all(Array.from({ length: count }, () => t.client.deduct({ couponId: lowId, requestId: `l${n++}`, quantity: 1n })));
+      const take = (t: TestApp, count: number) =>
+        Promise.all(Array.from({ length: count }, () => t.client.deduct({ couponId: lowId, requestId: `l${n++}`, quantity: 1n })));
       await Promise.all([take(a, 9), take(b, 9)]); // 2 left: crossed 5 once
       await waitUntil('the low-stock event', () => events.length >= 1);
       await new Promise((r) => setTimeout(r, 400));

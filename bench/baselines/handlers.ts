@@ -26,7 +26,12 @@ export function baselineHandlers(store: BaselineStore): InventoryHandlers {
   return {
     async deduct(req) {
       const quantity = req.quantity === 0n ? 1 : v.units('quantity', req.quantity, 1n, 1_000_000n);
-      const r = await store.deduct({ couponId: v.couponId(req.couponId), requestId: v.requestId(req.requestId), userId: req.userId, quantity });
+      const r = await store.deduct({
+        couponId: v.couponId(req.couponId),
+        requestId: v.requestId(req.requestId),
+        userId: req.userId,
+        quantity,
+      });
       return create(DeductResponseSchema, { outcome: OUTCOMES[r.outcome], remaining: BigInt(r.remaining) });
     },
     async createCoupon(req) {
@@ -39,7 +44,13 @@ export function baselineHandlers(store: BaselineStore): InventoryHandlers {
       const [l] = await store.levels([v.couponId(req.couponId)]);
       if (!l) throw notFound(`coupon ${req.couponId} does not exist`);
       return create(GetStockResponseSchema, {
-        level: { couponId: l.id, totalStock: BigInt(l.stock), available: BigInt(l.remaining), deducted: BigInt(l.stock - l.remaining), soldOut: l.remaining === 0 },
+        level: {
+          couponId: l.id,
+          totalStock: BigInt(l.stock),
+          available: BigInt(l.remaining),
+          deducted: BigInt(l.stock - l.remaining),
+          soldOut: l.remaining === 0,
+        },
       });
     },
     restock: unimplemented('Restock'),

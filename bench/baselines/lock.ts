@@ -52,7 +52,11 @@ export function lockStore(redis: Cluster, ns: string): BaselineStore {
       });
     },
     async levels(ids) {
-      return mapLimit(ids, 256, async (id) => ({ id, stock: stocks.get(id) ?? 0, remaining: Number((await redis.get(lockKeys(ns, id).stock)) ?? 0) }));
+      return mapLimit(ids, 256, async (id) => ({
+        id,
+        stock: stocks.get(id) ?? 0,
+        remaining: Number((await redis.get(lockKeys(ns, id).stock)) ?? 0),
+      }));
     },
     async close() {},
   };

@@ -33,9 +33,16 @@ export async function mysqlOnlyStore(url: string): Promise<BaselineStore> {
       try {
         await conn.beginTransaction();
         const [upd] = await conn.execute<ResultSetHeader>(
-          'update bench_coupon set remaining = remaining - ? where id = ? and remaining >= ?', [quantity, couponId, quantity]);
+          'update bench_coupon set remaining = remaining - ? where id = ? and remaining >= ?',
+          [quantity, couponId, quantity],
+        );
         if (upd.affectedRows === 1) {
-          await conn.execute('insert into bench_ledger (coupon_id, request_id, user_id, quantity) values (?, ?, ?, ?)', [couponId, requestId, userId, quantity]);
+          await conn.execute('insert into bench_ledger (coupon_id, request_id, user_id, quantity) values (?, ?, ?, ?)', [
+            couponId,
+            requestId,
+            userId,
+            quantity,
+          ]);
           await conn.commit();
           return { outcome: 'deducted', remaining: 0 }; // not read back: one round trip fewer, as usually done
         }
@@ -61,7 +68,9 @@ export async function mysqlOnlyStore(url: string): Promise<BaselineStore> {
     async levels(ids) {
       const out: { id: string; stock: number; remaining: number }[] = [];
       for (let i = 0; i < ids.length; i += 1000) {
-        const [rows] = await pool.query<RowDataPacket[]>('select id, total, remaining from bench_coupon where id in (?)', [ids.slice(i, i + 1000)]);
+        const [rows] = await pool.query<RowDataPacket[]>('select id, total, remaining from bench_coupon where id in (?)', [
+          ids.slice(i, i + 1000),
+        ]);
         for (const r of rows) out.push({ id: String(r.id), stock: Number(r.total), remaining: Number(r.remaining) });
       }
       return out;

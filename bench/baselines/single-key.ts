@@ -24,7 +24,11 @@ export function singleKeyStore(redis: Cluster, ns: string): BaselineStore {
       });
     },
     async levels(ids) {
-      return mapLimit(ids, 256, async (id) => ({ id, stock: stocks.get(id) ?? 0, remaining: Number((await redis.get(singleKey(ns, id))) ?? 0) }));
+      return mapLimit(ids, 256, async (id) => ({
+        id,
+        stock: stocks.get(id) ?? 0,
+        remaining: Number((await redis.get(singleKey(ns, id))) ?? 0),
+      }));
     },
     async close() {},
   };

@@ -14,51 +14,99 @@ const mark = (p: boolean | null) => (p === null ? 'n/a' : p ? '**PASS**' : '**MI
 export function markdown(rep: BenchReport, chartPath: string): string {
   const o = rep.options;
   const out: string[] = [];
-  out.push(`Measured ${rep.finishedAt.slice(0, 16).replace('T', ' ')} UTC, \`npm run bench${rep.mode === 'quick' ? ' -- --quick' : ''}\` (${rep.mode} mode, ${rep.durationS.toFixed(0)} s), `
-    + `${rep.machine.cpus} × ${rep.machine.cpuModel}, Node ${rep.machine.node}, load average at start ${rep.machine.loadAvgAtStart.map((l) => l.toFixed(2)).join(' / ')}. `
-    + `Everything — the service or baseline, Redis Cluster (3 masters + 3 replicas), NATS, MariaDB and the load generator (${rep.loadGenerator}) — shares these cores.`);
+  out.push(
+    `Measured ${rep.finishedAt.slice(0, 16).replace('T', ' ')} UTC, \`npm run bench${rep.mode === 'quick' ? ' -- --quick' : ''}\` (${rep.mode} mode, ${rep.durationS.toFixed(0)} s), ` +
+      `${rep.machine.cpus} × ${rep.machine.cpuModel}, Node ${rep.machine.node}, load average at start ${rep.machine.loadAvgAtStart.map((l) => l.toFixed(2)).join(' / ')}. ` +
+      `Everything — the service or baseline, Redis Cluster (3 masters + 3 replicas), NATS, MariaDB and the load generator (${rep.loadGenerator}) — shares these cores.`,
+  );
   out.push('');
   out.push(`![flash-sale throughput and p99 against concurrency](${chartPath})`);
   out.push('');
   out.push('## Targets');
   out.push('');
-  out.push(markdownTable(['target', 'want', 'measured', 'result'], rep.targets.map((t) => [t.name, t.want, t.measured, mark(t.pass)])));
+  out.push(
+    markdownTable(
+      ['target', 'want', 'measured', 'result'],
+      rep.targets.map((t) => [t.name, t.want, t.measured, mark(t.pass)]),
+    ),
+  );
   out.push('');
   for (const sc of ['flash-sale', 'many-coupons', 'sold-out-storm']) {
     const order = [...new Set(rep.runs.map((r) => r.design))];
-    const rs = rep.runs.filter((r) => r.scenario === sc).sort((a, b) => order.indexOf(a.design) - order.indexOf(b.design) || a.concurrency - b.concurrency);
+    const rs = rep.runs
+      .filter((r) => r.scenario === sc)
+      .sort((a, b) => order.indexOf(a.design) - order.indexOf(b.design) || a.concurrency - b.concurrency);
     if (rs.length === 0) continue;
     out.push(`## ${SCENARIO_TITLES[sc]}`);
     out.push('');
-    out.push(markdownTable(RUN_HEAD.slice(1), rs.map((r) => runRow(r).slice(1)), RUN_RIGHT.slice(1)));
+    out.push(
+      markdownTable(
+        RUN_HEAD.slice(1),
+        rs.map((r) => runRow(r).slice(1)),
+        RUN_RIGHT.slice(1),
+      ),
+    );
     out.push('');
     out.push(...notesOf(rs));
     if (sc === 'flash-sale') {
-      out.push(`Stock: ${int(o.stock)} units for shardstock / noop / single-key, ${int(o.slowStock)} for mysql / lock; ${o.shards} shards. `
-        + 'CPU columns: server = the process under test, % of one core; client = the load generator\'s CPU per call; redis = all six nodes; machine = % of all cores.');
+      out.push(
+        `Stock: ${int(o.stock)} units for shardstock / noop / single-key, ${int(o.slowStock)} for mysql / lock; ${o.shards} shards. ` +
+          "CPU columns: server = the process under test, % of one core; client = the load generator's CPU per call; redis = all six nodes; machine = % of all cores.",
+      );
       out.push('');
-      const extra = rs.filter((r) => r.serverStats).map((r) => `- ${r.design} (${r.concurrency}): ${Object.entries(r.serverStats!).filter(([, v]) => v).map(([k, v]) => `${k} ${int(v)}`).join(', ') || 'no fallbacks'}`);
-      if (extra.length) out.push('Service internals during the runs (fallback moves between shards, sold-out fast path):', '', ...extra, '');
+      const extra = rs
+        .filter((r) => r.serverStats)
+        .map(
+          (r) =>
+            `- ${r.design} (${r.concurrency}): ${
+              Object.entries(r.serverStats!)
+                .filter(([, v]) => v)
+                .map(([k, v]) => `${k} ${int(v)}`)
+                .join(', ') || 'no fallbacks'
+            }`,
+        );
+      if (extra.length)
+        out.push('Service internals during the runs (fallback moves between shards, sold-out fast path):', '', ...extra, '');
     }
   }
   const ratios = rep.ratios.filter((r) => r.design === 'shardstock');
   if (ratios.length) {
     out.push('## shardstock against each baseline');
     out.push('');
-    out.push(markdownTable(['scenario', 'baseline', 'in flight', 'shardstock /s', 'baseline /s', 'ratio'],
-      ratios.map((r) => [r.scenario, r.baseline, String(r.at), int(r.service), int(r.baselineValue), `${r.ratio.toFixed(2)}x`]), [false, false, true, true, true, true]));
+    out.push(
+      markdownTable(
+        ['scenario', 'baseline', 'in flight', 'shardstock /s', 'baseline /s', 'ratio'],
+        ratios.map((r) => [r.scenario, r.baseline, String(r.at), int(r.service), int(r.baselineValue), `${r.ratio.toFixed(2)}x`]),
+        [false, false, true, true, true, true],
+      ),
+    );
     out.push('');
   }
   if (rep.cpuBudget.length) {
     out.push('## CPU per deduction (flash sale, best run of each design)');
     out.push('');
-    out.push('Throughput on a box this small is set by how much CPU one deduction costs, because the server, Redis, MariaDB and '
-      + 'the load generator all share the same cores. The Redis and MariaDB figures are the whole servers\' CPU divided by the calls '
-      + 'made, so they include whatever else ran on the box at the time.');
+    out.push(
+      'Throughput on a box this small is set by how much CPU one deduction costs, because the server, Redis, MariaDB and ' +
+        "the load generator all share the same cores. The Redis and MariaDB figures are the whole servers' CPU divided by the calls " +
+        'made, so they include whatever else ran on the box at the time.',
+    );
     out.push('');
-    out.push(markdownTable(['design', 'in flight', 'server µs', 'redis µs', 'mysql µs', 'design total µs', 'client µs', 'ceiling if alone /s'],
-      rep.cpuBudget.map((b) => [b.design, String(b.concurrency), int(b.serverUs), int(b.redisUs), int(b.mysqlUs), int(b.stackUs), int(b.clientUs), int(b.ceilingPerS)]),
-      [false, true, true, true, true, true, true, true]));
+    out.push(
+      markdownTable(
+        ['design', 'in flight', 'server µs', 'redis µs', 'mysql µs', 'design total µs', 'client µs', 'ceiling if alone /s'],
+        rep.cpuBudget.map((b) => [
+          b.design,
+          String(b.concurrency),
+          int(b.serverUs),
+          int(b.redisUs),
+          int(b.mysqlUs),
+          int(b.stackUs),
+          int(b.clientUs),
+          int(b.ceilingPerS),
+        ]),
+        [false, true, true, true, true, true, true, true],
+      ),
+    );
     out.push('');
   }
   const st = rep.settlement;
@@ -68,18 +116,34 @@ export function markdown(rep: BenchReport, chartPath: string): string {
     if (!st.available) out.push(`Not measured: ${st.reason}`);
     else {
       const rows: string[][] = [];
-      if (st.batched) rows.push([`batched (SHARDSTOCK_SETTLE_BATCH=${st.batched.settleBatch})`, int(st.batched.events), st.batched.seconds.toFixed(2), int(st.batched.eventsPerS)]);
-      if (st.single) rows.push([`one event per transaction (SHARDSTOCK_SETTLE_BATCH=${st.single.settleBatch})`, int(st.single.events), st.single.seconds.toFixed(2), int(st.single.eventsPerS)]);
+      if (st.batched)
+        rows.push([
+          `batched (SHARDSTOCK_SETTLE_BATCH=${st.batched.settleBatch})`,
+          int(st.batched.events),
+          st.batched.seconds.toFixed(2),
+          int(st.batched.eventsPerS),
+        ]);
+      if (st.single)
+        rows.push([
+          `one event per transaction (SHARDSTOCK_SETTLE_BATCH=${st.single.settleBatch})`,
+          int(st.single.events),
+          st.single.seconds.toFixed(2),
+          int(st.single.eventsPerS),
+        ]);
       if (rows.length) out.push(markdownTable(['pipeline', 'events', 'seconds', 'events/s'], rows, [false, true, true, true]), '');
-      if (st.lag) out.push(`Lag deduct → settled during a flash sale of ${int(st.lag.units)} units at ${int(st.lag.deductRate)} deducts/s: p50 ${ms(st.lag.p50Ms)} ms, p99 ${ms(st.lag.p99Ms)} ms, max ${ms(st.lag.maxMs)} ms; all settled ${st.lag.settledAllAfterS.toFixed(2)} s after the first deduction.`);
+      if (st.lag)
+        out.push(
+          `Lag deduct → settled during a flash sale of ${int(st.lag.units)} units at ${int(st.lag.deductRate)} deducts/s: p50 ${ms(st.lag.p50Ms)} ms, p99 ${ms(st.lag.p99Ms)} ms, max ${ms(st.lag.maxMs)} ms; all settled ${st.lag.settledAllAfterS.toFixed(2)} s after the first deduction.`,
+        );
     }
     if (st.notes.length) out.push('', ...st.notes.map((n) => `- ${n}`));
     out.push('');
   }
-  out.push(`Every run counts oversold units as successes beyond the stock, from the client's answers and from the design's own store; total: **${rep.oversoldTotal}**.`);
+  out.push(
+    `Every run counts oversold units as successes beyond the stock, from the client's answers and from the design's own store; total: **${rep.oversoldTotal}**.`,
+  );
   return out.join('\n');
 }
-
 
 /** Run notes as a list; a note every run of the table shares is said once. */
 function notesOf(rs: BenchReport['runs']): string[] {

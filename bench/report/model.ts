@@ -70,15 +70,34 @@ export function ratios(runs: RunRecord[]): Ratio[] {
     for (const b of baselines) {
       const s = best(runs, svc);
       const bv = best(runs, b);
-      if (s !== undefined && bv !== undefined && bv > 0) out.push({ scenario: 'flash-sale', design: svc, baseline: b, at: 'best', service: s, baselineValue: bv, ratio: s / bv });
+      if (s !== undefined && bv !== undefined && bv > 0)
+        out.push({ scenario: 'flash-sale', design: svc, baseline: b, at: 'best', service: s, baselineValue: bv, ratio: s / bv });
       for (const r of fsRuns(runs, svc)) {
         const o = fsRuns(runs, b).find((x) => x.concurrency === r.concurrency);
-        if (o && o.deductRate > 0) out.push({ scenario: 'flash-sale', design: svc, baseline: b, at: r.concurrency, service: r.deductRate, baselineValue: o.deductRate, ratio: r.deductRate / o.deductRate });
+        if (o && o.deductRate > 0)
+          out.push({
+            scenario: 'flash-sale',
+            design: svc,
+            baseline: b,
+            at: r.concurrency,
+            service: r.deductRate,
+            baselineValue: o.deductRate,
+            ratio: r.deductRate / o.deductRate,
+          });
       }
       for (const sc of ['many-coupons', 'sold-out-storm'] as const) {
         const r = runs.find((x) => x.scenario === sc && x.design === svc);
         const o = runs.find((x) => x.scenario === sc && x.design === b);
-        if (r && o && o.throughput > 0) out.push({ scenario: sc, design: svc, baseline: b, at: r.concurrency, service: r.throughput, baselineValue: o.throughput, ratio: r.throughput / o.throughput });
+        if (r && o && o.throughput > 0)
+          out.push({
+            scenario: sc,
+            design: svc,
+            baseline: b,
+            at: r.concurrency,
+            service: r.throughput,
+            baselineValue: o.throughput,
+            ratio: r.throughput / o.throughput,
+          });
       }
     }
   }
@@ -93,10 +112,18 @@ export function cpuBudget(runs: RunRecord[], cores: number): CpuBudget[] {
     const mysqlUs = design === 'mysql' ? r.cpu.mysqlUsPerReq : 0;
     const stackUs = r.cpu.serverUsPerReq + r.cpu.redisUsPerReq + mysqlUs;
     const total = stackUs + r.cpu.clientUsPerReq;
-    return [{
-      design, concurrency: r.concurrency, serverUs: r.cpu.serverUsPerReq, redisUs: r.cpu.redisUsPerReq, mysqlUs, clientUs: r.cpu.clientUsPerReq,
-      stackUs, ceilingPerS: total > 0 ? (cores * 1e6) / total : 0,
-    }];
+    return [
+      {
+        design,
+        concurrency: r.concurrency,
+        serverUs: r.cpu.serverUsPerReq,
+        redisUs: r.cpu.redisUsPerReq,
+        mysqlUs,
+        clientUs: r.cpu.clientUsPerReq,
+        stackUs,
+        ceilingPerS: total > 0 ? (cores * 1e6) / total : 0,
+      },
+    ];
   });
 }
 
@@ -113,7 +140,12 @@ export function targets(runs: RunRecord[], settlement: SettlementRecord | undefi
       return;
     }
     const r = svc / b;
-    out.push({ name: `flash-sale deducts/s vs ${label}`, want: `>= ${want}x`, measured: `${x(r)} (${n(svc)} vs ${n(b)}/s, best of sweep)`, pass: r >= want });
+    out.push({
+      name: `flash-sale deducts/s vs ${label}`,
+      want: `>= ${want}x`,
+      measured: `${x(r)} (${n(svc)} vs ${n(b)}/s, best of sweep)`,
+      pass: r >= want,
+    });
   };
   vs('noop', 0.6, 'no-op ceiling');
   vs('mysql', 4, 'MySQL-only');
@@ -121,24 +153,47 @@ export function targets(runs: RunRecord[], settlement: SettlementRecord | undefi
   vs('single-key', 1.5, 'single-key Lua');
 
   const at256 = fsRuns(runs, SERVICE).find((r) => r.concurrency === 256);
-  out.push(at256
-    ? { name: 'flash-sale p99 at 256 in flight', want: '<= 25 ms', measured: `${at256.p99Ms.toFixed(1)} ms`, pass: at256.p99Ms <= 25 }
-    : { name: 'flash-sale p99 at 256 in flight', want: '<= 25 ms', measured: 'not measured (256 not in the sweep)', pass: null });
+  out.push(
+    at256
+      ? { name: 'flash-sale p99 at 256 in flight', want: '<= 25 ms', measured: `${at256.p99Ms.toFixed(1)} ms`, pass: at256.p99Ms <= 25 }
+      : { name: 'flash-sale p99 at 256 in flight', want: '<= 25 ms', measured: 'not measured (256 not in the sweep)', pass: null },
+  );
 
   const storm = runs.find((r) => r.scenario === 'sold-out-storm' && r.design === SERVICE);
   const fsAt = storm && (fsRuns(runs, SERVICE).find((r) => r.concurrency === storm.concurrency)?.deductRate ?? svc);
-  out.push(storm && fsAt
-    ? { name: 'sold-out storm vs deduct rate', want: '>= 1.5x', measured: `${x(storm.throughput / fsAt)} (${n(storm.throughput)} vs ${n(fsAt)}/s)`, pass: storm.throughput / fsAt >= 1.5 }
-    : { name: 'sold-out storm vs deduct rate', want: '>= 1.5x', measured: 'not measured', pass: null });
+  out.push(
+    storm && fsAt
+      ? {
+          name: 'sold-out storm vs deduct rate',
+          want: '>= 1.5x',
+          measured: `${x(storm.throughput / fsAt)} (${n(storm.throughput)} vs ${n(fsAt)}/s)`,
+          pass: storm.throughput / fsAt >= 1.5,
+        }
+      : { name: 'sold-out storm vs deduct rate', want: '>= 1.5x', measured: 'not measured', pass: null },
+  );
 
   const batched = settlement?.batched;
-  out.push(batched
-    ? { name: 'settlement events/s (batched)', want: '>= 10,000/s', measured: `${n(batched.eventsPerS)}/s`, pass: batched.eventsPerS >= 10_000 }
-    : { name: 'settlement events/s (batched)', want: '>= 10,000/s', measured: settlement?.reason ?? 'not measured', pass: null });
+  out.push(
+    batched
+      ? {
+          name: 'settlement events/s (batched)',
+          want: '>= 10,000/s',
+          measured: `${n(batched.eventsPerS)}/s`,
+          pass: batched.eventsPerS >= 10_000,
+        }
+      : { name: 'settlement events/s (batched)', want: '>= 10,000/s', measured: settlement?.reason ?? 'not measured', pass: null },
+  );
   const lag = settlement?.lag;
-  out.push(lag
-    ? { name: 'settlement lag p99 during a flash sale', want: '<= 1 s', measured: `${(lag.p99Ms / 1000).toFixed(2)} s (p50 ${(lag.p50Ms / 1000).toFixed(2)} s)`, pass: lag.p99Ms <= 1000 }
-    : { name: 'settlement lag p99 during a flash sale', want: '<= 1 s', measured: settlement?.reason ?? 'not measured', pass: null });
+  out.push(
+    lag
+      ? {
+          name: 'settlement lag p99 during a flash sale',
+          want: '<= 1 s',
+          measured: `${(lag.p99Ms / 1000).toFixed(2)} s (p50 ${(lag.p50Ms / 1000).toFixed(2)} s)`,
+          pass: lag.p99Ms <= 1000,
+        }
+      : { name: 'settlement lag p99 during a flash sale', want: '<= 1 s', measured: settlement?.reason ?? 'not measured', pass: null },
+  );
 
   const oversold = runs.reduce((s, r) => s + r.oversold, 0) + (settlement?.oversold ?? 0);
   out.push({ name: 'oversold units, every design and scenario', want: '= 0', measured: String(oversold), pass: oversold === 0 });

@@ -58,7 +58,8 @@ function panel(p: Panel, xs: number[], ox: number, oy: number, w: number, h: num
   }
   const yTicks = niceTicks(yMin, yMax, p.logY);
   if (!p.logY) yMax = yTicks[yTicks.length - 1]!;
-  const ly = (y: number) => ph - (p.logY ? ((Math.log10(Math.max(y, yMin)) - Math.log10(yMin)) / (Math.log10(yMax) - Math.log10(yMin))) * ph : (y / yMax) * ph);
+  const ly = (y: number) =>
+    ph - (p.logY ? ((Math.log10(Math.max(y, yMin)) - Math.log10(yMin)) / (Math.log10(yMax) - Math.log10(yMin))) * ph : (y / yMax) * ph);
   const parts: string[] = [`<g transform="translate(${ox + m.l},${oy + m.t})">`];
   parts.push(`<text x="${pw / 2}" y="-12" text-anchor="middle" font-weight="bold">${esc(p.title)}</text>`);
   for (const t of yTicks) {
@@ -71,7 +72,10 @@ function panel(p: Panel, xs: number[], ox: number, oy: number, w: number, h: num
   parts.push(`<text transform="translate(-48,${ph / 2}) rotate(-90)" text-anchor="middle">${esc(p.yLabel)}</text>`);
   for (const s of p.series) {
     const pts = s.points.filter((pt) => pt[1] > 0).sort((a, b) => a[0] - b[0]);
-    if (pts.length > 1) parts.push(`<polyline fill="none" stroke="${s.color}" stroke-width="2" points="${pts.map(([x, y]) => `${lx(x).toFixed(1)},${ly(y).toFixed(1)}`).join(' ')}"/>`);
+    if (pts.length > 1)
+      parts.push(
+        `<polyline fill="none" stroke="${s.color}" stroke-width="2" points="${pts.map(([x, y]) => `${lx(x).toFixed(1)},${ly(y).toFixed(1)}`).join(' ')}"/>`,
+      );
     for (const [x, y] of pts) parts.push(`<circle cx="${lx(x).toFixed(1)}" cy="${ly(y).toFixed(1)}" r="3.5" fill="${s.color}"/>`);
   }
   parts.push('</g>');
@@ -84,9 +88,14 @@ export function flashSaleChart(runs: RunRecord[], subtitle: string): string {
   const xs = [...new Set(fs.map((r) => r.concurrency))].sort((a, b) => a - b);
   const W = 980;
   const H = 420;
-  if (fs.length === 0) return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="60"><text x="10" y="30">no flash-sale runs</text></svg>`;
+  if (fs.length === 0)
+    return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="60"><text x="10" y="30">no flash-sale runs</text></svg>`;
   const series = (pick: (r: RunRecord) => number): Series[] =>
-    designs.map((d) => ({ name: d, color: COLORS[d] ?? '#17becf', points: fs.filter((r) => r.design === d).map((r) => [r.concurrency, pick(r)] as [number, number]) }));
+    designs.map((d) => ({
+      name: d,
+      color: COLORS[d] ?? '#17becf',
+      points: fs.filter((r) => r.design === d).map((r) => [r.concurrency, pick(r)] as [number, number]),
+    }));
   const legend = designs.map((d, i) => {
     const x = 70 + i * 150;
     return `<rect x="${x}" y="${H - 22}" width="14" height="4" fill="${COLORS[d] ?? '#17becf'}"/><text x="${x + 20}" y="${H - 16}">${esc(d)}</text>`;
@@ -96,7 +105,14 @@ export function flashSaleChart(runs: RunRecord[], subtitle: string): string {
     `<rect width="${W}" height="${H}" fill="white"/>`,
     `<text x="${W / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">Flash sale: one hot coupon, quantity 1, distinct users</text>`,
     `<text x="${W / 2}" y="34" text-anchor="middle" fill="#555">${esc(subtitle)}</text>`,
-    panel({ title: 'successful deductions per second', yLabel: 'deducts/s', logY: false, series: series((r) => r.deductRate) }, xs, 0, 40, W / 2, H - 70),
+    panel(
+      { title: 'successful deductions per second', yLabel: 'deducts/s', logY: false, series: series((r) => r.deductRate) },
+      xs,
+      0,
+      40,
+      W / 2,
+      H - 70,
+    ),
     panel({ title: 'p99 latency (log scale)', yLabel: 'p99 ms', logY: true, series: series((r) => r.p99Ms) }, xs, W / 2, 40, W / 2, H - 70),
     ...legend,
     '</svg>',

@@ -16,7 +16,10 @@ export function writeReport(rep: BenchReport, outDir: string, docs: boolean): st
   const subtitle = `${rep.mode} run ${rep.finishedAt.slice(0, 10)}, ${rep.machine.cpus} cores shared by server, Redis, MySQL and load generator`;
   const svg = flashSaleChart(rep.runs, subtitle);
   const written = [join(outDir, 'report.json'), join(outDir, 'report.md'), join(outDir, 'chart.svg')];
-  writeFileSync(written[0]!, JSON.stringify(rep, (_, v) => (v instanceof Uint32Array ? Array.from(v) : v), 2));
+  writeFileSync(
+    written[0]!,
+    JSON.stringify(rep, (_, v) => (v instanceof Uint32Array ? Array.from(v) : v), 2),
+  );
   writeFileSync(written[1]!, `# shardstock benchmark\n\n${markdown(rep, 'chart.svg')}\n`);
   writeFileSync(written[2]!, svg);
   if (docs) {

@@ -25,11 +25,28 @@ export async function manyCoupons(ctx: BenchContext, server: ServerHandle, d: De
   const setupS = (Date.now() - setupStarted) / 1000;
   const stats0 = await server.stats();
   const concurrency = opts.stormConcurrency;
-  const m = await measuredLoad(ctx, server, {
-    addr: server.addr, client: opts.client, connections: opts.connections, concurrency,
-    couponPrefix: prefix, couponCount: count, couponWidth: width, idPrefix: `${prefix}x`, quantity: 1,
-    stopOnSoldOut: false, durationMs: opts.durationS * 1000, callTimeoutMs: CALL_TIMEOUT_MS, perCoupon: true, epochMs: Date.now(),
-  }, `many-coupons ${d.label} c=${concurrency}`, { units: count * opts.couponStock, seconds: opts.durationS });
+  const m = await measuredLoad(
+    ctx,
+    server,
+    {
+      addr: server.addr,
+      client: opts.client,
+      connections: opts.connections,
+      concurrency,
+      couponPrefix: prefix,
+      couponCount: count,
+      couponWidth: width,
+      idPrefix: `${prefix}x`,
+      quantity: 1,
+      stopOnSoldOut: false,
+      durationMs: opts.durationS * 1000,
+      callTimeoutMs: CALL_TIMEOUT_MS,
+      perCoupon: true,
+      epochMs: Date.now(),
+    },
+    `many-coupons ${d.label} c=${concurrency}`,
+    { units: count * opts.couponStock, seconds: opts.durationS },
+  );
   const levels = await server.levels(ids);
   const byId = new Map(levels.map((l) => [l.id, l]));
   let oversold = 0;
@@ -42,9 +59,20 @@ export async function manyCoupons(ctx: BenchContext, server: ServerHandle, d: De
   });
   const notes = [`${count.toLocaleString('en')} coupons x ${opts.couponStock} units, ${shards} shard(s) each`];
   if (setupS >= 1) notes.push(`creating the coupons took ${setupS.toFixed(1)} s (not measured)`);
-  const rec = record('many-coupons', d.label, concurrency, count * opts.couponStock, m, {
-    oversold, storeSold, clientSold: m.summary.deducted, soldOut: false,
-  }, notes);
+  const rec = record(
+    'many-coupons',
+    d.label,
+    concurrency,
+    count * opts.couponStock,
+    m,
+    {
+      oversold,
+      storeSold,
+      clientSold: m.summary.deducted,
+      soldOut: false,
+    },
+    notes,
+  );
   rec.serverStats = diffStats(stats0, await server.stats());
   ctx.runs.push(rec);
   ctx.onRun(rec);

@@ -22,7 +22,14 @@ interface Sample {
   settled: number;
 }
 
-async function sellOut(ctx: BenchContext, server: ServerHandle, id: string, stock: number, concurrency: number, onPoll?: (s: Sample) => void) {
+async function sellOut(
+  ctx: BenchContext,
+  server: ServerHandle,
+  id: string,
+  stock: number,
+  concurrency: number,
+  onPoll?: (s: Sample) => void,
+) {
   await server.create([{ id, stock, shards: ctx.opts.shards }]);
   const epochMs = Date.now();
   let polling = onPoll !== undefined;
@@ -33,18 +40,41 @@ async function sellOut(ctx: BenchContext, server: ServerHandle, id: string, stoc
       await sleep(POLL_MS);
     }
   })();
-  const summary = await ctx.load.run({
-    addr: server.addr, client: ctx.opts.client, connections: ctx.opts.connections, concurrency,
-    couponPrefix: id, couponCount: 1, couponWidth: 0, idPrefix: `${id}-`, quantity: 1,
-    stopOnSoldOut: true, durationMs: ctx.opts.maxRunS * 1000, callTimeoutMs: CALL_TIMEOUT_MS, perCoupon: false, epochMs,
-  }, (p) => ctx.progress.draw(`settlement: selling ${id.split('-').pop()}`, p.deducted, stock, `${p.deducted.toLocaleString('en')} deducted`));
+  const summary = await ctx.load.run(
+    {
+      addr: server.addr,
+      client: ctx.opts.client,
+      connections: ctx.opts.connections,
+      concurrency,
+      couponPrefix: id,
+      couponCount: 1,
+      couponWidth: 0,
+      idPrefix: `${id}-`,
+      quantity: 1,
+      stopOnSoldOut: true,
+      durationMs: ctx.opts.maxRunS * 1000,
+      callTimeoutMs: CALL_TIMEOUT_MS,
+      perCoupon: false,
+      epochMs,
+    },
+    (p) =>
+      ctx.progress.draw(`settlement: selling ${id.split('-').pop()}`, p.deducted, stock, `${p.deducted.toLocaleString('en')} deducted`),
+  );
   polling = false;
   await poller;
   return { summary, epochMs };
 }
 
 /** Polls until `target` units are settled or the time runs out; returns the samples. */
-async function waitSettled(ctx: BenchContext, server: ServerHandle, id: string, target: number, label: string, timeoutMs: number, samples: Sample[] = []): Promise<Sample[]> {
+async function waitSettled(
+  ctx: BenchContext,
+  server: ServerHandle,
+  id: string,
+  target: number,
+  label: string,
+  timeoutMs: number,
+  samples: Sample[] = [],
+): Promise<Sample[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const [l] = await server.levels([id]);
@@ -61,10 +91,20 @@ const drainNamespace = (ctx: BenchContext, tag: string) => `${ctx.runId}t${tag}`
 
 /** A server with no workers that fills a drain run's backlog. */
 const fillerSpec = (ctx: BenchContext, tag: string): ServerSpec => ({
-  label: `settle-fill-${tag}`, design: 'shardstock', env: serviceEnv(ctx, drainNamespace(ctx, tag), { SHARDSTOCK_ACK_LEVEL: 'leader' }),
+  label: `settle-fill-${tag}`,
+  design: 'shardstock',
+  env: serviceEnv(ctx, drainNamespace(ctx, tag), { SHARDSTOCK_ACK_LEVEL: 'leader' }),
 });
 
-async function drain(ctx: BenchContext, noWorkers: ServerHandle, host: ServerHost, events: number, settleBatch: number | undefined, tag: string, timeoutMs: number) {
+async function drain(
+  ctx: BenchContext,
+  noWorkers: ServerHandle,
+  host: ServerHost,
+  events: number,
+  settleBatch: number | undefined,
+  tag: string,
+  timeoutMs: number,
+) {
   const ns = drainNamespace(ctx, tag);
   const id = `${ctx.runId}-st-${tag}`;
   let workers: ServerHandle | undefined;
@@ -75,9 +115,14 @@ async function drain(ctx: BenchContext, noWorkers: ServerHandle, host: ServerHos
     } finally {
       await noWorkers.stop();
     }
-    workers = await host.add(`settle-drain-${tag}`, 'shardstock', serviceEnv(ctx, ns, {
-      SHARDSTOCK_WORKERS: 'relay,settle', ...(settleBatch ? { SHARDSTOCK_SETTLE_BATCH: String(settleBatch) } : {}),
-    }));
+    workers = await host.add(
+      `settle-drain-${tag}`,
+      'shardstock',
+      serviceEnv(ctx, ns, {
+        SHARDSTOCK_WORKERS: 'relay,settle',
+        ...(settleBatch ? { SHARDSTOCK_SETTLE_BATCH: String(settleBatch) } : {}),
+      }),
+    );
     // CreateCoupon again (an idempotent replay) puts the coupon in this instance's catalog: its relay starts at once.
     await workers.create([{ id, stock: events, shards: ctx.opts.shards }]);
     const samples = await waitSettled(ctx, workers, id, sold, `settlement: draining ${tag}`, timeoutMs);
@@ -88,7 +133,14 @@ async function drain(ctx: BenchContext, noWorkers: ServerHandle, host: ServerHos
     const last = samples[samples.length - 1]!;
     const from = samples[Math.max(0, firstMoving - 1)]!;
     const seconds = Math.max(0.001, (last.atMs - from.atMs) / 1000);
-    return { events: last.settled - from.settled, seconds, eventsPerS: (last.settled - from.settled) / seconds, settleBatch: settleBatch ?? loadConfig({}).settleBatch, complete: last.settled >= sold, sold };
+    return {
+      events: last.settled - from.settled,
+      seconds,
+      eventsPerS: (last.settled - from.settled) / seconds,
+      settleBatch: settleBatch ?? loadConfig({}).settleBatch,
+      complete: last.settled >= sold,
+      sold,
+    };
   } finally {
     await workers?.stop();
     await deleteNamespace(ns).catch(() => 0);
@@ -129,7 +181,11 @@ async function lagDuringFlashSale(ctx: BenchContext, server: ServerHandle, units
     const firstDeduct = summary.successBuckets.findIndex((c) => c > 0);
     const allSettled = samples.find((s) => s.settled >= summary.deducted);
     return {
-      units: summary.deducted, p50Ms: lag.p50Ms, p99Ms: lag.p99Ms, maxMs: lag.maxMs, deductRate: summary.deductRate,
+      units: summary.deducted,
+      p50Ms: lag.p50Ms,
+      p99Ms: lag.p99Ms,
+      maxMs: lag.maxMs,
+      deductRate: summary.deductRate,
       settledAllAfterS: allSettled ? (allSettled.atMs - (epochMs + firstDeduct * SUCCESS_BUCKET_MS)) / 1000 : Number.NaN,
       measured: lag.measured,
       oversold: Math.max(0, summary.deducted - units),
@@ -168,22 +224,43 @@ export async function settlement(ctx: BenchContext, servers: SettlementServers, 
   try {
     const batched = await drain(ctx, servers.fillBatched, drainHost, events, undefined, 'b', ctx.opts.maxRunS * 2000);
     if (!batched.complete) notes.push(`batched drain stopped before the end: ${batched.events} of ${batched.sold} settled`);
-    if (batched.seconds < 1) notes.push(`the backlog drained in ${batched.seconds.toFixed(2)} s: with polls every ${POLL_MS} ms the rate is rough (use more --settle-events)`);
-    ctx.progress.line(`settlement batched: ${Math.round(batched.eventsPerS).toLocaleString('en')} events/s (${batched.events} events in ${batched.seconds.toFixed(2)} s)`);
+    if (batched.seconds < 1)
+      notes.push(
+        `the backlog drained in ${batched.seconds.toFixed(2)} s: with polls every ${POLL_MS} ms the rate is rough (use more --settle-events)`,
+      );
+    ctx.progress.line(
+      `settlement batched: ${Math.round(batched.eventsPerS).toLocaleString('en')} events/s (${batched.events} events in ${batched.seconds.toFixed(2)} s)`,
+    );
     // One event per transaction is slow: a smaller backlog, and the rate from what settled within --max-run.
-    const single = await drain(ctx, servers.fillSingle, drainHost, Math.min(events, ctx.opts.quick ? 500 : 5_000), 1, '1', Math.min(ctx.opts.maxRunS, ctx.opts.quick ? 2 : 20) * 1000);
+    const single = await drain(
+      ctx,
+      servers.fillSingle,
+      drainHost,
+      Math.min(events, ctx.opts.quick ? 500 : 5_000),
+      1,
+      '1',
+      Math.min(ctx.opts.maxRunS, ctx.opts.quick ? 2 : 20) * 1000,
+    );
     if (!single.complete) notes.push(`one-per-transaction drain stopped by its time limit: ${single.events} of ${single.sold} settled`);
     ctx.progress.line(`settlement one per transaction: ${Math.round(single.eventsPerS).toLocaleString('en')} events/s`);
     const lag = await lagDuringFlashSale(ctx, servers.lag, events);
     if (lag.oversold > 0) notes.push(`OVERSOLD: ${lag.oversold} units beyond the stock in the lag run`);
-    if (lag.measured < lag.units) notes.push(`lag measured for ${lag.measured} of ${lag.units} units (the rest did not settle within the time limit)`);
+    if (lag.measured < lag.units)
+      notes.push(`lag measured for ${lag.measured} of ${lag.units} units (the rest did not settle within the time limit)`);
     notes.push(`lag is read by polling MySQL every ${POLL_MS} ms through GetStock: figures carry up to ~${POLL_MS} ms of sampling error`);
     ctx.progress.line(`settlement lag: p50 ${Math.round(lag.p50Ms)} ms, p99 ${Math.round(lag.p99Ms)} ms`);
     return {
       available: true,
       batched: { events: batched.events, seconds: batched.seconds, eventsPerS: batched.eventsPerS, settleBatch: batched.settleBatch },
       single: { events: single.events, seconds: single.seconds, eventsPerS: single.eventsPerS, settleBatch: single.settleBatch },
-      lag: { units: lag.units, p50Ms: lag.p50Ms, p99Ms: lag.p99Ms, maxMs: lag.maxMs, deductRate: lag.deductRate, settledAllAfterS: lag.settledAllAfterS },
+      lag: {
+        units: lag.units,
+        p50Ms: lag.p50Ms,
+        p99Ms: lag.p99Ms,
+        maxMs: lag.maxMs,
+        deductRate: lag.deductRate,
+        settledAllAfterS: lag.settledAllAfterS,
+      },
       oversold: lag.oversold,
       notes,
     };

@@ -10,9 +10,21 @@ export async function warmUp(ctx: BenchContext, server: ServerHandle, d: DesignR
   await server.create([{ id, stock: calls, shards: ctx.opts.shards }]);
   ctx.progress.draw(`warming up ${d.label}`, 0, 1, '');
   await ctx.load.run({
-    addr: server.addr, client: ctx.opts.client, connections: ctx.opts.connections, concurrency: 64,
-    couponPrefix: id, couponCount: 1, couponWidth: 0, idPrefix: `${id}-`, quantity: 1,
-    stopOnSoldOut: true, maxRequests: calls, durationMs: 10_000, callTimeoutMs: CALL_TIMEOUT_MS, perCoupon: false, epochMs: Date.now(),
+    addr: server.addr,
+    client: ctx.opts.client,
+    connections: ctx.opts.connections,
+    concurrency: 64,
+    couponPrefix: id,
+    couponCount: 1,
+    couponWidth: 0,
+    idPrefix: `${id}-`,
+    quantity: 1,
+    stopOnSoldOut: true,
+    maxRequests: calls,
+    durationMs: 10_000,
+    callTimeoutMs: CALL_TIMEOUT_MS,
+    perCoupon: false,
+    epochMs: Date.now(),
   });
   ctx.progress.clear();
 }

@@ -104,25 +104,44 @@ export function clusterHealthy(ports: number[] = REDIS_PORTS): boolean {
 /** Starts one cluster-enabled redis-server, daemonized, with its nodes.conf, pidfile and log in `dir`. */
 export function startRedisNode(port: number, dir: string = redisDir(port)): void {
   mkdirSync(dir, { recursive: true });
-  const r = spawnSync('redis-server', [
-    '--port', String(port),
-    '--bind', '127.0.0.1',
-    '--daemonize', 'yes',
-    '--dir', dir,
-    '--pidfile', join(dir, 'redis.pid'),
-    '--logfile', join(dir, 'redis.log'),
-    '--cluster-enabled', 'yes',
-    '--cluster-config-file', 'nodes.conf',
-    '--cluster-node-timeout', '2000',
-    // A replica that loses its master takes over even if its data is slightly behind: availability first,
-    // durability comes from the service's `replica` ack level (WAIT).
-    '--cluster-replica-validity-factor', '0',
-    '--repl-diskless-sync', 'yes',
-    '--repl-diskless-sync-delay', '0',
-    '--save', '',
-    '--appendonly', 'no',
-    '--maxmemory-policy', 'noeviction',
-  ], { stdio: 'inherit' });
+  const r = spawnSync(
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--daemonize',
+      'yes',
+      '--dir',
+      dir,
+      '--pidfile',
+      join(dir, 'redis.pid'),
+      '--logfile',
+      join(dir, 'redis.log'),
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      'nodes.conf',
+      '--cluster-node-timeout',
+      '2000',
+      // A replica that loses its master takes over even if its data is slightly behind: availability first,
+      // durability comes from the service's `replica` ack level (WAIT).
+      '--cluster-replica-validity-factor',
+      '0',
+      '--repl-diskless-sync',
+      'yes',
+      '--repl-diskless-sync-delay',
+      '0',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--maxmemory-policy',
+      'noeviction',
+    ],
+    { stdio: 'inherit' },
+  );
   if (r.status !== 0) throw new Error(`redis-server on ${port} failed to start`);
 }
 
@@ -162,14 +181,23 @@ export async function createRedisCluster(ports: number[], dirOf: (port: number) 
     startRedisNode(port, dirOf(port));
   }
   await waitFor('redis nodes', async () => (await Promise.all(ports.map((p) => portOpen(p)))).every(Boolean), 10_000);
-  const create = spawnSync('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '1', '--cluster-yes'], { encoding: 'utf8' });
+  const create = spawnSync(
+    'redis-cli',
+    ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '1', '--cluster-yes'],
+    { encoding: 'utf8' },
+  );
   if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
   await waitFor('redis cluster to become healthy', async () => clusterHealthy(ports), 30_000);
   // Replicas must have finished their first sync before WAIT can be acknowledged.
-  await waitFor('replicas to sync', async () => ports.every((p) => {
-    const info = redisCli(p, 'info', 'replication');
-    return info.includes('role:master') || info.includes('master_link_status:up');
-  }), 20_000);
+  await waitFor(
+    'replicas to sync',
+    async () =>
+      ports.every((p) => {
+        const info = redisCli(p, 'info', 'replication');
+        return info.includes('role:master') || info.includes('master_link_status:up');
+      }),
+    20_000,
+  );
 }
 
 function redisDown(): void {
@@ -214,22 +242,27 @@ async function mysqlUp(): Promise<void> {
   const datadir = join(dir, 'data');
   const cnf = join(dir, 'my.cnf');
   mkdirSync(dir, { recursive: true });
-  writeFileSync(cnf, [
-    '[mariadbd]',
-    `datadir=${datadir}`,
-    `socket=${join(dir, 'mysqld.sock')}`,
-    `pid-file=${join(dir, 'mysqld.pid')}`,
-    `log-error=${join(dir, 'mysqld.err')}`,
-    'bind-address=127.0.0.1',
-    `port=${MYSQL_PORT}`,
-    'skip-name-resolve',
-    'innodb_flush_log_at_trx_commit=2',
-    'max_connections=500',
-    ...(process.getuid?.() === 0 ? ['user=root'] : []),
-    '',
-  ].join('\n'));
+  writeFileSync(
+    cnf,
+    [
+      '[mariadbd]',
+      `datadir=${datadir}`,
+      `socket=${join(dir, 'mysqld.sock')}`,
+      `pid-file=${join(dir, 'mysqld.pid')}`,
+      `log-error=${join(dir, 'mysqld.err')}`,
+      'bind-address=127.0.0.1',
+      `port=${MYSQL_PORT}`,
+      'skip-name-resolve',
+      'innodb_flush_log_at_trx_commit=2',
+      'max_connections=500',
+      ...(process.getuid?.() === 0 ? ['user=root'] : []),
+      '',
+    ].join('\n'),
+  );
   if (!existsSync(join(datadir, 'mysql'))) {
-    const init = spawnSync('mariadb-install-db', [`--defaults-file=${cnf}`, '--auth-root-authentication-method=normal', '--skip-test-db'], { encoding: 'utf8' });
+    const init = spawnSync('mariadb-install-db', [`--defaults-file=${cnf}`, '--auth-root-authentication-method=normal', '--skip-test-db'], {
+      encoding: 'utf8',
+    });
     if (init.status !== 0) throw new Error(`mariadb-install-db failed: ${init.stderr}`);
   }
   const child = spawn(which('mariadbd') ?? 'mariadbd', [`--defaults-file=${cnf}`], { detached: true, stdio: 'ignore' });
@@ -237,8 +270,16 @@ async function mysqlUp(): Promise<void> {
   await waitFor('mariadbd', () => portOpen(MYSQL_PORT), 30_000);
   // A fresh datadir has root@localhost only; TCP connections with skip-name-resolve come from 127.0.0.1.
   const sock = join(dir, 'mysqld.sock');
-  spawnSync('mariadb', ['-uroot', `--socket=${sock}`, '-e',
-    "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; FLUSH PRIVILEGES;"], { stdio: 'inherit' });
+  spawnSync(
+    'mariadb',
+    [
+      '-uroot',
+      `--socket=${sock}`,
+      '-e',
+      "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; FLUSH PRIVILEGES;",
+    ],
+    { stdio: 'inherit' },
+  );
   log(`mysql: started private mariadbd on 127.0.0.1:${MYSQL_PORT} (data in .data/mysql)`);
 }
 
@@ -271,7 +312,11 @@ export function stackDown(): void {
 export async function stackStatus(): Promise<Record<string, string>> {
   const redisOpen = await Promise.all(REDIS_PORTS.map((p) => portOpen(p)));
   return {
-    redis: redisOpen.every(Boolean) ? (clusterHealthy() ? 'cluster ok' : 'cluster not healthy') : `down on ${REDIS_PORTS.filter((_, i) => !redisOpen[i]).join(',')}`,
+    redis: redisOpen.every(Boolean)
+      ? clusterHealthy()
+        ? 'cluster ok'
+        : 'cluster not healthy'
+      : `down on ${REDIS_PORTS.filter((_, i) => !redisOpen[i]).join(',')}`,
     nats: (await portOpen(NATS_PORT)) ? `up on ${NATS_PORT}${readPid(join(DATA, 'nats', 'nats.pid')) ? ' (ours)' : ''}` : 'down',
     mysql: (await portOpen(MYSQL_PORT)) ? `up on ${MYSQL_PORT}${readPid(join(DATA, 'mysql', 'mysqld.pid')) ? ' (ours)' : ''}` : 'down',
   };

@@ -86,11 +86,21 @@ async function waitReady(redis: Cluster, timeoutMs: number): Promise<void> {
 
 export async function startApp(config: Readonly<Config>, logger?: Logger): Promise<App> {
   const log = logger ?? createLogger(config.logLevel, { instance: config.instanceId });
-  const redis = connectCluster({ nodes: config.redisNodes, username: config.redisUsername, password: config.redisPassword, tls: tlsMaterial(config.redisTls) });
+  const redis = connectCluster({
+    nodes: config.redisNodes,
+    username: config.redisUsername,
+    password: config.redisPassword,
+    tls: tlsMaterial(config.redisTls),
+  });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis cluster error'));
   await waitReady(redis, 15_000);
   const orm = await openOrm({ url: config.mysqlUrl, tls: tlsMaterial(config.mysqlTls) });
-  const nats = await connectNats({ servers: config.natsUrl.split(','), name: `shardstock-${config.instanceId}`, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+  const nats = await connectNats({
+    servers: config.natsUrl.split(','),
+    name: `shardstock-${config.instanceId}`,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+  });
 
   const replicaAck = config.ackLevel === 'replica' ? new ReplicaAck(redis, config.waitTimeoutMs, config.ackReplicas) : undefined;
   const fence = config.failoverFence
@@ -101,7 +111,12 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
         onReopened: (e) => log.info(e, 'redis slots reopened after failover'),
       })
     : undefined;
-  const store = new RedisStockStore(redis, { namespace: config.namespace, idempotencyWindowS: config.idempotencyWindowS, replicaAck, fence });
+  const store = new RedisStockStore(redis, {
+    namespace: config.namespace,
+    idempotencyWindowS: config.idempotencyWindowS,
+    replicaAck,
+    fence,
+  });
   const gate = callGate(config);
   const guard = guards(gate);
   const metrics = new Metrics();
@@ -114,14 +129,20 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
   // WatchStock and low-stock events: use cases mark coupons changed; one timer announces them over NATS.
   const levels = new LevelBus(nats, config.namespace, config.instanceId);
   const lowStock = new LowStockDetector({
-    coupon: (id) => catalog.get(id), store: guardedStore, marks: new RedisLowStockMarks(redis, config.namespace),
+    coupon: (id) => catalog.get(id),
+    store: guardedStore,
+    marks: new RedisLowStockMarks(redis, config.namespace),
     publish: (event) => {
       levels.publishLowStock(event);
       log.info(event, 'low stock');
     },
-    global: config.lowStockThreshold, overrides: config.lowStockOverrides, onError,
+    global: config.lowStockThreshold,
+    overrides: config.lowStockOverrides,
+    onError,
   });
-  const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) => lowStock.check(id, returned));
+  const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) =>
+    lowStock.check(id, returned),
+  );
 
   // Settlement (outbox -> JetStream -> MySQL): its in-flight count also tells a shard reload what is still on its way.
   const settlement = new Settlement({ config, redis, nats, orm, signals, replicaAck, log });
@@ -130,15 +151,25 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     log.warn({ couponId, shard, units }, 'reloaded a missing shard from MySQL'),
   );
   const admin = new CouponAdmin({
-    repo, store: guardedStore, catalog, soldOut, signals, reloader, defaultShards: config.defaultShards, changes,
+    repo,
+    store: guardedStore,
+    catalog,
+    soldOut,
+    signals,
+    reloader,
+    defaultShards: config.defaultShards,
+    changes,
     topology: { slotOwners: () => redis.slots },
   });
   const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes);
   const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);
   const sweeper = new MoveSweeper(guardedStore, reloader);
   const watch = new WatchService({
-    coupon: (id) => catalog.get(id), readLevel: (id) => admin.level(id, true), listen: (id, cb) => levels.listen(id, cb),
-    floorMs: config.watchMinIntervalMs, onError,
+    coupon: (id) => catalog.get(id),
+    readLevel: (id) => admin.level(id, true),
+    listen: (id, cb) => levels.listen(id, cb),
+    floorMs: config.watchMinIntervalMs,
+    onError,
   });
   const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler });
 
@@ -150,8 +181,12 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     { name: 'nats', ping: () => nats.flush(), critical: false },
   ]);
   registerAppMetrics(metrics, {
-    deductStats: deduct.stats, readiness: () => readiness.current(), watch,
-    natsLevelSubscriptions: () => levels.subscriptions, announcements: () => changes.announced, lowStockEvents: () => lowStock.events,
+    deductStats: deduct.stats,
+    readiness: () => readiness.current(),
+    watch,
+    natsLevelSubscriptions: () => levels.subscriptions,
+    announcements: () => changes.announced,
+    lowStockEvents: () => lowStock.events,
   });
   attachSettlementMetrics(metrics, () => settlement.figures());
   const plain: PlainRoute[] = [
@@ -171,8 +206,17 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
   let http: HttpServer | undefined;
   const workers: Periodic[] = [];
   try {
-    grpc = await startGrpcServer(config.grpcAddr, instrumentHandlers(handlers, { metrics, transport: 'grpc', log }), { maxMessageBytes: config.maxMessageBytes, onUnexpected, guard: guard.grpc, credentials: grpcServerCredentials(config) });
-    http = await startHttpServer(config.httpAddr, { routes: inventoryRoutes(instrumentHandlers(handlers, { metrics, transport: 'connect', log }), { onUnexpected, guard: guard.connect }), plain, maxMessageBytes: config.maxMessageBytes });
+    grpc = await startGrpcServer(config.grpcAddr, instrumentHandlers(handlers, { metrics, transport: 'grpc', log }), {
+      maxMessageBytes: config.maxMessageBytes,
+      onUnexpected,
+      guard: guard.grpc,
+      credentials: grpcServerCredentials(config),
+    });
+    http = await startHttpServer(config.httpAddr, {
+      routes: inventoryRoutes(instrumentHandlers(handlers, { metrics, transport: 'connect', log }), { onUnexpected, guard: guard.connect }),
+      plain,
+      maxMessageBytes: config.maxMessageBytes,
+    });
   } catch (err) {
     grpc?.server.forceShutdown();
     await http?.close(0);
@@ -190,19 +234,27 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
 
   if (config.workers.has('sweep')) {
     workers.push(
-      new Periodic('sweep', config.sweepIntervalMs, async () => {
-        for (const coupon of catalog.active()) await sweeper.sweep(coupon);
-        for (const r of await repo.unappliedRestocks(10_000)) {
-          const coupon = await repo.find(r.couponId);
-          if (coupon) await admin.applyRestock(coupon, r.requestId, r.quantity);
-        }
-      }, onError).start(),
+      new Periodic(
+        'sweep',
+        config.sweepIntervalMs,
+        async () => {
+          for (const coupon of catalog.active()) await sweeper.sweep(coupon);
+          for (const r of await repo.unappliedRestocks(10_000)) {
+            const coupon = await repo.find(r.couponId);
+            if (coupon) await admin.applyRestock(coupon, r.requestId, r.quantity);
+          }
+        },
+        onError,
+      ).start(),
     );
   }
 
   await settlement.start({ activeCoupons: () => catalog.active(), reloader });
 
-  log.info({ grpc: config.grpcAddr, grpcPort: grpc.port, http: config.httpAddr, httpPort: http.port, ackLevel: config.ackLevel }, 'shardstock serving');
+  log.info(
+    { grpc: config.grpcAddr, grpcPort: grpc.port, http: config.httpAddr, httpPort: http.port, ackLevel: config.ackLevel },
+    'shardstock serving',
+  );
 
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -229,6 +281,28 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     })());
 
   return {
-    config, grpcPort: grpc.port, httpPort: http.port, log, redis, orm, nats, store, repo, handlers, admin, deduct, sweeper, readiness, fence, gate, metrics, watch, levels, changes, lowStock, settlement, close,
+    config,
+    grpcPort: grpc.port,
+    httpPort: http.port,
+    log,
+    redis,
+    orm,
+    nats,
+    store,
+    repo,
+    handlers,
+    admin,
+    deduct,
+    sweeper,
+    readiness,
+    fence,
+    gate,
+    metrics,
+    watch,
+    levels,
+    changes,
+    lowStock,
+    settlement,
+    close,
   };
 }

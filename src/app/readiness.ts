@@ -42,7 +42,10 @@ export class Readiness {
       this.deps.map(async (d) => {
         const checkedAt = new Date().toISOString();
         try {
-          await Promise.race([d.ping(), new Promise((_, reject) => setTimeout(() => reject(new Error('timed out')), this.timeoutMs).unref())]);
+          await Promise.race([
+            d.ping(),
+            new Promise((_, reject) => setTimeout(() => reject(new Error('timed out')), this.timeoutMs).unref()),
+          ]);
           checks[d.name] = { ok: true, checkedAt };
         } catch (err) {
           checks[d.name] = { ok: false, error: (err as Error).message, checkedAt };

@@ -9,7 +9,9 @@ import { TokenRegistry } from '../access/tokens.js';
 const read = (path: string | undefined) => (path === undefined ? undefined : readFileSync(path));
 
 /** PEM contents for a TLS client (Redis, MySQL); undefined when TLS is off. */
-export function tlsMaterial(files: TlsFiles | undefined): { ca?: Buffer | undefined; cert?: Buffer | undefined; key?: Buffer | undefined } | undefined {
+export function tlsMaterial(
+  files: TlsFiles | undefined,
+): { ca?: Buffer | undefined; cert?: Buffer | undefined; key?: Buffer | undefined } | undefined {
   if (!files) return undefined;
   return { ca: read(files.caFile), cert: read(files.certFile), key: read(files.keyFile) };
 }
@@ -19,7 +21,11 @@ export function grpcServerCredentials(config: Readonly<Config>): grpc.ServerCred
   const t = config.grpcTls;
   if (!t) return undefined;
   const ca = read(t.clientCaFile) ?? null;
-  return grpc.ServerCredentials.createSsl(ca, [{ cert_chain: readFileSync(t.certFile), private_key: readFileSync(t.keyFile) }], ca !== null);
+  return grpc.ServerCredentials.createSsl(
+    ca,
+    [{ cert_chain: readFileSync(t.certFile), private_key: readFileSync(t.keyFile) }],
+    ca !== null,
+  );
 }
 
 export function callGate(config: Readonly<Config>): CallGate {

@@ -52,7 +52,9 @@ export function fromGrpcError(err: unknown, ctx: { addr: string; method: string;
       }
       return say(`${details} — the service or a store behind it is unavailable; retry (same request id is safe)`);
     case GrpcCode.DEADLINE_EXCEEDED:
-      return say(`${ctx.method} got no answer within ${ctx.deadlineMs ?? '?'} ms (${details}); retry with the same request id, or raise --deadline`);
+      return say(
+        `${ctx.method} got no answer within ${ctx.deadlineMs ?? '?'} ms (${details}); retry with the same request id, or raise --deadline`,
+      );
     case GrpcCode.UNIMPLEMENTED:
       return say(`${details} — this server does not implement ${ctx.method} yet`);
     case GrpcCode.ABORTED:

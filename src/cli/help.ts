@@ -63,7 +63,7 @@ Exit 0 for compensated / already_compensated, 3 when that request never deducted
 
 ${COMMON_HELP}`;
 
-export const WATCH_SUMMARY = 'live view of a coupon\'s stock level';
+export const WATCH_SUMMARY = "live view of a coupon's stock level";
 export const WATCH_HELP = `Usage:
   shardstock watch <coupon-id> [--interval MS] [--count N] [--no-fallback]
 

@@ -17,7 +17,11 @@ export function printLevel(out: Out, l: PlainLevel): void {
   if (l.shards.length > 0) {
     out.write('\n');
     const max = Math.max(1, ...l.shards.map((s) => s.available + s.inTransit));
-    table(out, ['shard', 'available', 'in transit', ''], l.shards.map((s) => [s.index, s.available, s.inTransit, bar(s.available, max, 20)]));
+    table(
+      out,
+      ['shard', 'available', 'in transit', ''],
+      l.shards.map((s) => [s.index, s.available, s.inTransit, bar(s.available, max, 20)]),
+    );
   }
 }
 

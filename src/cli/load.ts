@@ -66,7 +66,12 @@ export async function runLoad(call: (i: number) => Promise<string>, o: LoadOptio
     ratePerS: elapsedMs > 0 ? Math.round((completed / elapsedMs) * 1000) : 0,
     outcomes,
     errors,
-    latencyMs: { p50: round(percentile(latencies, 50)), p90: round(percentile(latencies, 90)), p99: round(percentile(latencies, 99)), max: round(latencies.at(-1) ?? 0) },
+    latencyMs: {
+      p50: round(percentile(latencies, 50)),
+      p90: round(percentile(latencies, 90)),
+      p99: round(percentile(latencies, 99)),
+      max: round(latencies.at(-1) ?? 0),
+    },
     firstErrors,
   };
 }

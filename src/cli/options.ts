@@ -27,7 +27,12 @@ export interface Parsed {
 
 export function parse(argv: string[], options: OptionSpec): Parsed {
   try {
-    const { values, positionals } = parseArgs({ args: argv, options: { ...COMMON_OPTIONS, ...options }, allowPositionals: true, strict: true });
+    const { values, positionals } = parseArgs({
+      args: argv,
+      options: { ...COMMON_OPTIONS, ...options },
+      allowPositionals: true,
+      strict: true,
+    });
     return { values: values as Parsed['values'], positionals };
   } catch (err) {
     throw new UsageError((err as Error).message.replace(/\. To specify a positional argument.*$/s, ''));
@@ -51,7 +56,8 @@ export function int(p: Parsed, name: string, def: number | undefined, min: numbe
     return def;
   }
   const v = Number(raw.replace(/_/g, ''));
-  if (!Number.isInteger(v) || v < min || v > max) throw new UsageError(`--${name} must be an integer in ${min}..${max}, got ${JSON.stringify(raw)}`);
+  if (!Number.isInteger(v) || v < min || v > max)
+    throw new UsageError(`--${name} must be an integer in ${min}..${max}, got ${JSON.stringify(raw)}`);
   return v;
 }
 

@@ -25,7 +25,9 @@ export class ProgressBar {
     const eta = rate > 0 ? Math.ceil((this.total - done) / rate) : 0;
     const pct = this.total > 0 ? Math.floor((done / this.total) * 100) : 100;
     const width = Math.max(10, Math.min(40, (this.out.columns ?? 80) - 60));
-    this.out.write(`\r\x1b[2K${this.label} ${bar(done, this.total, width)} ${fmt(done)}/${fmt(this.total)} ${pct}%  ${fmt(Math.round(rate))}/s  eta ${eta}s ${extra}`);
+    this.out.write(
+      `\r\x1b[2K${this.label} ${bar(done, this.total, width)} ${fmt(done)}/${fmt(this.total)} ${pct}%  ${fmt(Math.round(rate))}/s  eta ${eta}s ${extra}`,
+    );
     this.drawn = true;
   }
 

@@ -18,7 +18,10 @@ export function table(out: Out, headers: string[], rows: unknown[][]): void {
   const cells = rows.map((r) => r.map(fmt));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]?.length ?? 0)));
   const line = (r: string[]) =>
-    r.map((c, i) => (NUMERIC.test(c) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
+    r
+      .map((c, i) => (NUMERIC.test(c) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   println(out, line(headers));
   println(out, widths.map((w) => '─'.repeat(w)).join('  '));
   for (const r of cells) println(out, line(r));

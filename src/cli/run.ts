@@ -10,10 +10,26 @@ export const COMMANDS: Command[] = [
   { name: 'stack', summary: help.STACK_SUMMARY, help: help.STACK_HELP, load: async () => (await import('./commands/stack.js')).run },
   { name: 'coupon', summary: help.COUPON_SUMMARY, help: help.COUPON_HELP, load: async () => (await import('./commands/coupon.js')).run },
   { name: 'deduct', summary: help.DEDUCT_SUMMARY, help: help.DEDUCT_HELP, load: async () => (await import('./commands/deduct.js')).run },
-  { name: 'compensate', summary: help.COMPENSATE_SUMMARY, help: help.COMPENSATE_HELP, load: async () => (await import('./commands/compensate.js')).run },
+  {
+    name: 'compensate',
+    summary: help.COMPENSATE_SUMMARY,
+    help: help.COMPENSATE_HELP,
+    load: async () => (await import('./commands/compensate.js')).run,
+  },
   { name: 'watch', summary: help.WATCH_SUMMARY, help: help.WATCH_HELP, load: async () => (await import('./commands/watch.js')).run },
-  { name: 'reconcile', summary: help.RECONCILE_SUMMARY, help: help.RECONCILE_HELP, load: async () => (await import('./commands/reconcile.js')).run },
-  { name: 'bench', summary: help.BENCH_SUMMARY, help: help.BENCH_HELP, passThrough: true, load: async () => (await import('./commands/bench.js')).run },
+  {
+    name: 'reconcile',
+    summary: help.RECONCILE_SUMMARY,
+    help: help.RECONCILE_HELP,
+    load: async () => (await import('./commands/reconcile.js')).run,
+  },
+  {
+    name: 'bench',
+    summary: help.BENCH_SUMMARY,
+    help: help.BENCH_HELP,
+    passThrough: true,
+    load: async () => (await import('./commands/bench.js')).run,
+  },
 ];
 
 const VERSION = '0.1.0';

@@ -54,9 +54,14 @@ function callOpts(o?: CallOptions): grpc.CallOptions {
 }
 
 /** `credentials`: e.g. `grpc.credentials.createSsl(ca, key, cert)` for a TLS / mTLS port; default plaintext. */
-export function createInventoryClient(addr: string, options: grpc.ChannelOptions = {}, credentials = grpc.credentials.createInsecure()): InventoryClient {
+export function createInventoryClient(
+  addr: string,
+  options: grpc.ChannelOptions = {},
+  credentials = grpc.credentials.createInsecure(),
+): InventoryClient {
   const raw = new Ctor(addr, credentials, options) as unknown as grpc.Client & Record<string, Function>;
-  const unary = <Req, Res>(name: string, schema: Parameters<typeof create>[0]) =>
+  const unary =
+    <Req, Res>(name: string, schema: Parameters<typeof create>[0]) =>
     (req: Req, o?: CallOptions) =>
       new Promise<Res>((resolve, reject) => {
         const call = raw[name]!.call(raw, create(schema, req as never), meta(o), callOpts(o), (err: grpc.ServiceError | null, res: Res) =>
@@ -73,7 +78,12 @@ export function createInventoryClient(addr: string, options: grpc.ChannelOptions
     compensate: unary('compensate', CompensateRequestSchema),
     reconcile: unary('reconcile', ReconcileRequestSchema),
     watchStock(req, o) {
-      const call = raw.watchStock!.call(raw, create(WatchStockRequestSchema, req), meta(o), callOpts(o)) as grpc.ClientReadableStream<WatchStockResponse>;
+      const call = raw.watchStock!.call(
+        raw,
+        create(WatchStockRequestSchema, req),
+        meta(o),
+        callOpts(o),
+      ) as grpc.ClientReadableStream<WatchStockResponse>;
       o?.signal?.addEventListener('abort', () => call.cancel(), { once: true });
       // A reader that stops early (break, return, throw) cancels the call: grpc-js alone would leave the
       // stream open on the server.

@@ -6,8 +6,15 @@ import { CouponRow, LedgerRow } from './entities.js';
 
 /** A coupon row as the domain sees it (bigint columns as numbers). */
 export function toCoupon(row: {
-  id: string; initialStock: number; totalStock: number; shardCount: number; perUserLimit: number; shardTags: string[];
-  preheated: boolean; settledRemaining: number; createdAt: Date;
+  id: string;
+  initialStock: number;
+  totalStock: number;
+  shardCount: number;
+  perUserLimit: number;
+  shardTags: string[];
+  preheated: boolean;
+  settledRemaining: number;
+  createdAt: Date;
 }): Coupon {
   return {
     id: row.id,
@@ -30,8 +37,17 @@ export class MikroCouponRepository implements CouponRepository {
     const now = new Date();
     try {
       await em.insert(CouponRow, {
-        id: c.id, initialStock: c.initialStock, totalStock: c.initialStock, shardCount: c.shardCount, perUserLimit: c.perUserLimit,
-        shardTags: c.shardTags, preheated: false, settledRemaining: c.initialStock, createdAt: now, updatedAt: now, version: 1,
+        id: c.id,
+        initialStock: c.initialStock,
+        totalStock: c.initialStock,
+        shardCount: c.shardCount,
+        perUserLimit: c.perUserLimit,
+        shardTags: c.shardTags,
+        preheated: false,
+        settledRemaining: c.initialStock,
+        createdAt: now,
+        updatedAt: now,
+        version: 1,
       });
       const coupon = await this.find(c.id);
       return { coupon: coupon!, created: true };
@@ -80,11 +96,9 @@ export class MikroCouponRepository implements CouponRepository {
   }
 
   async unappliedRestocks(olderThanMs: number) {
-    const rows = await this.orm.em.fork().find(
-      LedgerRow,
-      { kind: 'RESTOCK', redisApplied: false, occurredAt: { $lt: Date.now() - olderThanMs } },
-      { limit: 100 },
-    );
+    const rows = await this.orm.em
+      .fork()
+      .find(LedgerRow, { kind: 'RESTOCK', redisApplied: false, occurredAt: { $lt: Date.now() - olderThanMs } }, { limit: 100 });
     return rows.map((r) => ({ couponId: r.couponId, requestId: r.requestId, quantity: Number(r.quantity) }));
   }
 }

@@ -21,7 +21,13 @@ export async function openOrm(options: OrmOptions): Promise<MikroORM> {
   if (!/^[A-Za-z0-9_]{1,64}$/.test(dbName)) throw new Error(`database name ${JSON.stringify(dbName)} is not allowed`);
   // MikroORM's ensureDatabase also creates the schema from entities, which would bypass the migrations.
   const ssl = options.tls ? { ...options.tls, rejectUnauthorized: true } : undefined;
-  const admin = await createConnection({ host: url.hostname, port: Number(url.port || 3306), user: decodeURIComponent(url.username || 'root'), password: decodeURIComponent(url.password), ssl });
+  const admin = await createConnection({
+    host: url.hostname,
+    port: Number(url.port || 3306),
+    user: decodeURIComponent(url.username || 'root'),
+    password: decodeURIComponent(url.password),
+    ssl,
+  });
   try {
     await admin.query(`create database if not exists \`${dbName}\` character set utf8mb4`);
   } finally {

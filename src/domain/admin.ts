@@ -47,11 +47,18 @@ export class CouponAdmin {
     const id = v.couponId(input.couponId);
     const total = v.units('total_stock', input.totalStock, 0n, v.MAX_TOTAL_STOCK);
     const shardCount = input.shardCount === 0 ? this.d.defaultShards : input.shardCount;
-    if (shardCount < 1 || shardCount > v.MAX_SHARDS) throw invalid('shard_count', `must be in 1..${v.MAX_SHARDS} (0 = server default), got ${input.shardCount}`);
+    if (shardCount < 1 || shardCount > v.MAX_SHARDS)
+      throw invalid('shard_count', `must be in 1..${v.MAX_SHARDS} (0 = server default), got ${input.shardCount}`);
     if (input.perUserLimit < 0) throw invalid('per_user_limit', `must be >= 0 (0 = unlimited), got ${input.perUserLimit}`);
 
     const shardTags = chooseShardTags(id, shardCount, this.d.topology.slotOwners());
-    const { coupon, created } = await this.d.repo.create({ id, initialStock: total, shardCount, perUserLimit: input.perUserLimit, shardTags });
+    const { coupon, created } = await this.d.repo.create({
+      id,
+      initialStock: total,
+      shardCount,
+      perUserLimit: input.perUserLimit,
+      shardTags,
+    });
     if (!created && (coupon.initialStock !== total || coupon.shardCount !== shardCount || coupon.perUserLimit !== input.perUserLimit)) {
       throw new DomainError(
         'already_exists',
@@ -95,7 +102,9 @@ export class CouponAdmin {
       soldOut: available === 0,
       // A move's transit counter drops only when the source is acknowledged, after the target already
       // received (and maybe sold) the units: units in transit are part of `available`, never more than it.
-      shards: includeShards ? shards.map((s) => ({ index: s.index, available: s.available ?? 0, inTransit: Math.min(s.inTransit, available) })) : [],
+      shards: includeShards
+        ? shards.map((s) => ({ index: s.index, available: s.available ?? 0, inTransit: Math.min(s.inTransit, available) }))
+        : [],
       observedAt: new Date(),
     };
   }

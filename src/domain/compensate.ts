@@ -44,7 +44,8 @@ export class CompensateService {
     }
     const ref = shardRef(coupon, home);
     for (let attempt = 0; attempt < 3; attempt++) {
-      if (signal?.aborted) throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
+      if (signal?.aborted)
+        throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
       const r = await this.store.compensate(ref, requestId, reason, userId);
       switch (r.kind) {
         case 'compensated':

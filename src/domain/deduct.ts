@@ -60,7 +60,8 @@ export class DeductService {
     const coupon = await this.catalog.get(couponId);
     const limit = coupon.perUserLimit;
     if (limit > 0 && userId === '') throw invalid('user_id', `is required: coupon ${couponId} has a per-user limit of ${limit}`);
-    if (limit > 0 && quantity > limit) return { outcome: 'user_limit_exceeded', replayed: false, remaining: 0, shard: homeShard(coupon, requestId, userId) };
+    if (limit > 0 && quantity > limit)
+      return { outcome: 'user_limit_exceeded', replayed: false, remaining: 0, shard: homeShard(coupon, requestId, userId) };
 
     if (limit > 0) {
       // A limited coupon routes by user; the request id's own shard keeps who first used it, so reuse with
@@ -90,7 +91,8 @@ export class DeductService {
     let credits: Credit[] = [];
     let moved: { source: number; moveId: string }[] = [];
     for (let round = 0; round < MAX_ROUNDS; round++) {
-      if (signal?.aborted) throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
+      if (signal?.aborted)
+        throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
       const r = await this.store.deduct(homeRef, req, credits);
       if (r.kind === 'missing') {
         this.stats.reloads++;

@@ -73,7 +73,10 @@ export interface StockStore {
   claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null>;
   readClaim(shard: ShardRef, requestId: string): Promise<string | null>;
   /** The recorded deduction of a request, without running a script (sold-out fast path). */
-  readRequest(shard: ShardRef, requestId: string): Promise<{ userId: string; quantity: number; remaining: number; compensated: boolean } | null>;
+  readRequest(
+    shard: ShardRef,
+    requestId: string,
+  ): Promise<{ userId: string; quantity: number; remaining: number; compensated: boolean } | null>;
   probe(shards: ShardRef[]): Promise<ShardLevel[]>;
   moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing'>;
   ackMove(source: ShardRef, moveId: string): Promise<boolean>;

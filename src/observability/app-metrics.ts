@@ -20,28 +20,60 @@ export interface AppFigures {
 
 export function registerAppMetrics(m: Metrics, f: AppFigures): void {
   const s = f.deductStats;
-  m.counterFrom('shardstock_deduct_fallbacks_total', 'Deducts whose home shard could not cover them (a fallback was planned)', () => s.fallbacks);
+  m.counterFrom(
+    'shardstock_deduct_fallbacks_total',
+    'Deducts whose home shard could not cover them (a fallback was planned)',
+    () => s.fallbacks,
+  );
   m.counterFrom('shardstock_fallback_moves_total', 'Fallback moves: units moved from another shard to a home shard', () => s.moves);
   m.counterFrom('shardstock_fallback_moved_units_total', 'Units moved between shards by fallback moves', () => s.movedUnits);
-  m.counterFrom('shardstock_sold_out_fast_path_total', 'Deducts answered SOLD_OUT from memory without running a script', () => s.soldOutFastPath);
+  m.counterFrom(
+    'shardstock_sold_out_fast_path_total',
+    'Deducts answered SOLD_OUT from memory without running a script',
+    () => s.soldOutFastPath,
+  );
   m.counterFrom('shardstock_shard_reloads_total', 'Shards found missing in Redis and reloaded from MySQL by Deduct', () => s.reloads);
 
-  m.gaugeFrom('shardstock_ready', '1 when Redis, NATS and MySQL all answer (same answer as /readyz and grpc.health.v1)', () => (f.readiness().ready ? 1 : 0));
+  m.gaugeFrom('shardstock_ready', '1 when Redis, NATS and MySQL all answer (same answer as /readyz and grpc.health.v1)', () =>
+    f.readiness().ready ? 1 : 0,
+  );
   m.labelledGaugeFrom('shardstock_dependency_up', '1 when the dependency answered its last readiness ping', 'dependency', () =>
     Object.entries(f.readiness().checks).map(([name, c]) => [name, c.ok ? 1 : 0] as [string, number]),
   );
 
-  m.gaugeFrom('shardstock_watch_feeds', 'Coupons with at least one WatchStock stream on this instance (= NATS level subscriptions)', () => f.watch.stats().feeds);
+  m.gaugeFrom(
+    'shardstock_watch_feeds',
+    'Coupons with at least one WatchStock stream on this instance (= NATS level subscriptions)',
+    () => f.watch.stats().feeds,
+  );
   m.gaugeFrom('shardstock_watch_level_subscriptions', 'NATS subscriptions held for level pings', () => f.natsLevelSubscriptions());
-  m.gaugeFrom('shardstock_watch_pending_levels', 'Levels waiting in WatchStock slots for a slow or paced reader (at most two per stream)', () => f.watch.stats().pendingLevels);
-  m.counterFrom('shardstock_level_announcements_total', 'Coupon change pings this instance published (coalesced: at most one per coupon per interval)', () => f.announcements());
-  m.counterFrom('shardstock_low_stock_events_total', 'Low-stock events this instance published (once per crossing across all instances)', () => f.lowStockEvents());
+  m.gaugeFrom(
+    'shardstock_watch_pending_levels',
+    'Levels waiting in WatchStock slots for a slow or paced reader (at most two per stream)',
+    () => f.watch.stats().pendingLevels,
+  );
+  m.counterFrom(
+    'shardstock_level_announcements_total',
+    'Coupon change pings this instance published (coalesced: at most one per coupon per interval)',
+    () => f.announcements(),
+  );
+  m.counterFrom(
+    'shardstock_low_stock_events_total',
+    'Low-stock events this instance published (once per crossing across all instances)',
+    () => f.lowStockEvents(),
+  );
 
   const busiest = () => f.watch.busiest(MAX_COUPON_SERIES).filter((b) => b.level !== undefined);
-  m.labelledGaugeFrom('shardstock_coupon_available', `Available units of watched coupons (the ${MAX_COUPON_SERIES} with most streams)`, 'coupon', () =>
-    busiest().map((b) => [b.couponId, b.level!.available] as [string, number]),
+  m.labelledGaugeFrom(
+    'shardstock_coupon_available',
+    `Available units of watched coupons (the ${MAX_COUPON_SERIES} with most streams)`,
+    'coupon',
+    () => busiest().map((b) => [b.couponId, b.level!.available] as [string, number]),
   );
-  m.labelledGaugeFrom('shardstock_coupon_pending_settlement', `Units deducted in Redis not settled in MySQL yet, for watched coupons (the ${MAX_COUPON_SERIES} with most streams)`, 'coupon', () =>
-    busiest().map((b) => [b.couponId, b.level!.pendingSettlement] as [string, number]),
+  m.labelledGaugeFrom(
+    'shardstock_coupon_pending_settlement',
+    `Units deducted in Redis not settled in MySQL yet, for watched coupons (the ${MAX_COUPON_SERIES} with most streams)`,
+    'coupon',
+    () => busiest().map((b) => [b.couponId, b.level!.pendingSettlement] as [string, number]),
   );
 }

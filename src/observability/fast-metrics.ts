@@ -91,7 +91,13 @@ export class HistogramChild {
 
 export class FastHistogram extends Family<HistogramChild> {
   readonly type = 'histogram';
-  constructor(name: string, help: string, labelNames: readonly string[], private readonly bounds: readonly number[], registry: Registry) {
+  constructor(
+    name: string,
+    help: string,
+    labelNames: readonly string[],
+    private readonly bounds: readonly number[],
+    registry: Registry,
+  ) {
     super(name, help, labelNames, registry);
   }
   protected make() {

@@ -70,7 +70,11 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
     return () => (fields ??= callFields(transport, method, req, ctx));
   };
 
-  const unary = <Req extends Ids, Res>(method: string, fn: (req: Req, ctx: CallContext) => Promise<Res>, outcomeOf: (res: Res) => string = () => 'ok') => {
+  const unary = <Req extends Ids, Res>(
+    method: string,
+    fn: (req: Req, ctx: CallContext) => Promise<Res>,
+    outcomeOf: (res: Res) => string = () => 'ok',
+  ) => {
     const calls = counterFor(method);
     const duration = metrics.rpcDuration.child(transport, method);
     return async (req: Req, ctx: CallContext): Promise<Res> => {
@@ -98,9 +102,21 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
   return {
     createCoupon: unary('CreateCoupon', (req, ctx) => h.createCoupon(req, ctx)),
     getStock: unary('GetStock', (req, ctx) => h.getStock(req, ctx)),
-    restock: unary('Restock', (req, ctx) => h.restock(req, ctx), (r) => (r.replayed ? 'replayed' : 'ok')),
-    deduct: unary('Deduct', (req, ctx) => h.deduct(req, ctx), (r) => (r.replayed ? 'replayed' : (DEDUCT_NAMES[r.outcome] ?? 'unknown'))),
-    compensate: unary('Compensate', (req, ctx) => h.compensate(req, ctx), (r) => COMPENSATE_NAMES[r.outcome] ?? 'unknown'),
+    restock: unary(
+      'Restock',
+      (req, ctx) => h.restock(req, ctx),
+      (r) => (r.replayed ? 'replayed' : 'ok'),
+    ),
+    deduct: unary(
+      'Deduct',
+      (req, ctx) => h.deduct(req, ctx),
+      (r) => (r.replayed ? 'replayed' : (DEDUCT_NAMES[r.outcome] ?? 'unknown')),
+    ),
+    compensate: unary(
+      'Compensate',
+      (req, ctx) => h.compensate(req, ctx),
+      (r) => COMPENSATE_NAMES[r.outcome] ?? 'unknown',
+    ),
     reconcile: unary('Reconcile', (req, ctx) => h.reconcile(req, ctx)),
 
     async *watchStock(req, ctx) {
@@ -123,7 +139,8 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
         if (outcome === 'ok' && ctx.signal.aborted) outcome = 'cancelled';
         metrics.watchStreams.dec({ transport });
         watchCalls(outcome).inc();
-        if (log.isLevelEnabled('debug')) log.debug({ ...fields(), outcome, sent, ms: Math.round(performance.now() - start) }, 'stream ended');
+        if (log.isLevelEnabled('debug'))
+          log.debug({ ...fields(), outcome, sent, ms: Math.round(performance.now() - start) }, 'stream ended');
       }
     },
   };

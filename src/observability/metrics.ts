@@ -36,7 +36,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly watchMessages = new FastCounter('shardstock_watch_messages_total', 'Levels sent on WatchStock streams by transport', ['transport'], this.registry);
+  readonly watchMessages = new FastCounter(
+    'shardstock_watch_messages_total',
+    'Levels sent on WatchStock streams by transport',
+    ['transport'],
+    this.registry,
+  );
 
   readonly redisDuration = new FastHistogram(
     'shardstock_redis_op_duration_seconds',
@@ -46,7 +51,12 @@ export class Metrics {
     this.registry,
   );
 
-  readonly redisErrors = new FastCounter('shardstock_redis_op_errors_total', 'Redis Cluster operations that failed, by op', ['op'], this.registry);
+  readonly redisErrors = new FastCounter(
+    'shardstock_redis_op_errors_total',
+    'Redis Cluster operations that failed, by op',
+    ['op'],
+    this.registry,
+  );
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });

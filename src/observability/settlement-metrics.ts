@@ -24,15 +24,27 @@ const GAUGES: Record<keyof SettlementFigures, [string, string]> = {
   relayLagSeconds: ['shardstock_relay_lag_seconds', 'Age of the oldest outbox event not relayed yet'],
   settleLagSeconds: ['shardstock_settle_lag_seconds', 'Age of the oldest relayed event not settled in MySQL yet'],
   jetstreamPending: ['shardstock_jetstream_pending', 'Settlement consumer messages not acknowledged yet'],
-  reconcileDriftUnits: ['shardstock_reconcile_drift_units', 'Units by which Redis and MySQL plus in-flight events disagree, at the last reconcile'],
+  reconcileDriftUnits: [
+    'shardstock_reconcile_drift_units',
+    'Units by which Redis and MySQL plus in-flight events disagree, at the last reconcile',
+  ],
   reconcileInconsistent: ['shardstock_reconcile_inconsistent_coupons', 'Coupons found inconsistent at the last reconcile'],
 };
 
 /** Registers the settlement gauges; `read` is called at most once per scrape (fields it leaves out read 0). */
-export function attachSettlementMetrics(metrics: Metrics, read: () => Partial<SettlementFigures> | Promise<Partial<SettlementFigures>>): void {
+export function attachSettlementMetrics(
+  metrics: Metrics,
+  read: () => Partial<SettlementFigures> | Promise<Partial<SettlementFigures>>,
+): void {
   let scrape: { at: number; figures: Promise<Partial<SettlementFigures>> } | undefined;
   const figures = () => {
-    if (!scrape || Date.now() - scrape.at > 500) scrape = { at: Date.now(), figures: Promise.resolve().then(read).catch(() => ({})) };
+    if (!scrape || Date.now() - scrape.at > 500)
+      scrape = {
+        at: Date.now(),
+        figures: Promise.resolve()
+          .then(read)
+          .catch(() => ({})),
+      };
     return scrape.figures;
   };
   for (const [key, [name, help]] of Object.entries(GAUGES) as [keyof SettlementFigures, [string, string]][]) {

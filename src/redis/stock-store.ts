@@ -67,9 +67,20 @@ export class RedisStockStore implements StockStore {
   async deduct(shard: ShardRef, input: DeductInput, credits: Credit[]): Promise<DeductScriptResult> {
     const k = this.keys(shard);
     const args: (string | number)[] = [
-      k.shard, k.request(input.requestId), k.user(input.userId || '-'), k.outbox, k.credits,
-      input.requestId, input.userId, input.quantity, input.perUserLimit, this.options.idempotencyWindowS,
-      shard.index, shard.couponId, Date.now(), CREDIT_RETENTION_MS,
+      k.shard,
+      k.request(input.requestId),
+      k.user(input.userId || '-'),
+      k.outbox,
+      k.credits,
+      input.requestId,
+      input.userId,
+      input.quantity,
+      input.perUserLimit,
+      this.options.idempotencyWindowS,
+      shard.index,
+      shard.couponId,
+      Date.now(),
+      CREDIT_RETENTION_MS,
     ];
     for (const c of credits) args.push(c.id, c.quantity);
     const owner = this.beforeWrite(k.shard);
@@ -96,8 +107,16 @@ export class RedisStockStore implements StockStore {
     const k = this.keys(shard);
     const owner = this.beforeWrite(k.shard);
     const r = (await this.compensateScript(
-      k.shard, k.request(requestId), k.user(limitedUserId ?? '-'), k.outbox,
-      requestId, reason, shard.couponId, shard.index, Date.now(), limitedUserId === undefined ? 0 : 1,
+      k.shard,
+      k.request(requestId),
+      k.user(limitedUserId ?? '-'),
+      k.outbox,
+      requestId,
+      reason,
+      shard.couponId,
+      shard.index,
+      Date.now(),
+      limitedUserId === undefined ? 0 : 1,
     )) as Reply;
     const code = Number(r[0]);
     if (code === 1) {

@@ -50,7 +50,9 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 export function encodeEvent(e: SettlementEvent): Uint8Array {
-  return encoder.encode(JSON.stringify({ k: e.kind, c: e.couponId, r: e.requestId, u: e.userId, q: e.quantity, s: e.shard, t: e.occurredAt, m: e.reason }));
+  return encoder.encode(
+    JSON.stringify({ k: e.kind, c: e.couponId, r: e.requestId, u: e.userId, q: e.quantity, s: e.shard, t: e.occurredAt, m: e.reason }),
+  );
 }
 
 /** null when the payload is not a well-formed event (a poison message). */

@@ -79,7 +79,11 @@ export async function ensureSettlementStream(nc: NatsConnection, names: Settleme
   };
   try {
     await jsm.consumers.info(names.stream, names.durable);
-    await jsm.consumers.update(names.stream, names.durable, { ack_wait: consumer.ack_wait, max_deliver: -1, max_ack_pending: options.maxAckPending });
+    await jsm.consumers.update(names.stream, names.durable, {
+      ack_wait: consumer.ack_wait,
+      max_deliver: -1,
+      max_ack_pending: options.maxAckPending,
+    });
   } catch (err) {
     if (!isNotFound(err)) throw err;
     await jsm.consumers.add(names.stream, consumer);
@@ -142,7 +146,8 @@ export class SettlementStreamReader {
     }
     const count = info.state.subjects?.[subject] ?? 0;
     if (count === 0) return out;
-    if (count > this.scanLimit) throw new Error(`coupon ${couponId} has ${count} unsettled messages, more than the ${this.scanLimit} one scan may read`);
+    if (count > this.scanLimit)
+      throw new Error(`coupon ${couponId} has ${count} unsettled messages, more than the ${this.scanLimit} one scan may read`);
     const first = info.state.first_seq;
     const last = info.state.last_seq;
     // "Next message on this subject from seq" is one request per message; split the sequence range so

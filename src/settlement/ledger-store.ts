@@ -57,7 +57,6 @@ class ConcurrentInsert extends Error {
 const MAX_ATTEMPTS = 30;
 const CHUNK = 1000;
 
-
 function chunks<T>(xs: T[], n = CHUNK): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < xs.length; i += n) out.push(xs.slice(i, i + n));
@@ -85,7 +84,12 @@ export class LedgerStore {
     }
   }
 
-  private async applyOnce<T>(em: EntityManager, couponId: string, events: Planned<T>[], refuseHeld: boolean): Promise<Omit<BatchResult<T>, 'retries'>> {
+  private async applyOnce<T>(
+    em: EntityManager,
+    couponId: string,
+    events: Planned<T>[],
+    refuseHeld: boolean,
+  ): Promise<Omit<BatchResult<T>, 'retries'>> {
     const empty: Plan<T> = { remaining: 0, apply: [], duplicates: [], held: [], waiting: [], ofRefused: [] };
     const row = await em.findOne(CouponRow, { id: couponId });
     if (!row) return { coupon: null, plan: empty, refused: [] };
@@ -93,7 +97,11 @@ export class LedgerStore {
     const requestIds = [...new Set(events.map((p) => p.event.requestId))];
     const settled = new Set<string>();
     for (const ids of chunks(requestIds)) {
-      const rows = await em.find(LedgerRow, { couponId, requestId: { $in: ids }, kind: { $in: ['DEDUCT', 'COMPENSATE'] } }, { fields: ['requestId', 'kind'] });
+      const rows = await em.find(
+        LedgerRow,
+        { couponId, requestId: { $in: ids }, kind: { $in: ['DEDUCT', 'COMPENSATE'] } },
+        { fields: ['requestId', 'kind'] },
+      );
       for (const l of rows) settled.add(`${l.kind === 'DEDUCT' ? 'D' : 'C'}:${l.requestId}`);
     }
     // Anomalies already recorded for these events, and refused deductions their compensations refer to.
@@ -104,7 +112,8 @@ export class LedgerStore {
     }
     const anomalies = new Map<string, string>();
     for (const ids of chunks([...lookup])) {
-      for (const a of await em.find(AnomalyRow, { eventId: { $in: ids } }, { fields: ['eventId', 'reason'] })) anomalies.set(a.eventId, a.reason);
+      for (const a of await em.find(AnomalyRow, { eventId: { $in: ids } }, { fields: ['eventId', 'reason'] }))
+        anomalies.set(a.eventId, a.reason);
     }
     const refusedRequests = new Set<string>();
     const refusedAgain: Planned<T>[] = [];
@@ -115,7 +124,8 @@ export class LedgerStore {
       if (p.event.kind === 'D' && reason === ANOMALY.refused) refusedAgain.push(p);
       else if (reason !== undefined) recordedBefore.push(p);
       else open.push(p);
-      if (p.event.kind === 'C' && anomalies.get(eventId({ ...p.event, kind: 'D' })) === ANOMALY.refused) refusedRequests.add(p.event.requestId);
+      if (p.event.kind === 'C' && anomalies.get(eventId({ ...p.event, kind: 'D' })) === ANOMALY.refused)
+        refusedRequests.add(p.event.requestId);
     }
 
     const remainingBefore = Number(row.settledRemaining);
@@ -126,16 +136,31 @@ export class LedgerStore {
     if (plan.apply.length > 0) {
       for (const part of chunks(plan.apply)) {
         const rows = part.map(({ event: e }) => ({
-          couponId, requestId: e.requestId, kind: LEDGER_KIND[e.kind], quantity: e.quantity, userId: e.userId || null,
-          shard: e.shard, reason: e.kind === 'C' ? e.reason.slice(0, 256) : null, occurredAt: e.occurredAt, settledAt: now, redisApplied: true,
+          couponId,
+          requestId: e.requestId,
+          kind: LEDGER_KIND[e.kind],
+          quantity: e.quantity,
+          userId: e.userId || null,
+          shard: e.shard,
+          reason: e.kind === 'C' ? e.reason.slice(0, 256) : null,
+          occurredAt: e.occurredAt,
+          settledAt: now,
+          redisApplied: true,
         }));
-        const r = (await em.createQueryBuilder(LedgerRow).insert(rows).onConflict(['couponId', 'requestId', 'kind']).ignore().execute('run')) as { affectedRows: number };
+        const r = (await em
+          .createQueryBuilder(LedgerRow)
+          .insert(rows)
+          .onConflict(['couponId', 'requestId', 'kind'])
+          .ignore()
+          .execute('run')) as { affectedRows: number };
         // Fewer rows than planned: another settler inserted some since this transaction read the ledger.
         if (r.affectedRows !== rows.length) throw new ConcurrentInsert(`inserted ${r.affectedRows} of ${rows.length} ledger rows`);
       }
     }
     const anomalyRows = [
-      ...plan.ofRefused.map((p) => anomalyOf(p.event, ANOMALY.ofRefused, `the deduction of request ${p.event.requestId} was refused and its units returned to Redis`)),
+      ...plan.ofRefused.map((p) =>
+        anomalyOf(p.event, ANOMALY.ofRefused, `the deduction of request ${p.event.requestId} was refused and its units returned to Redis`),
+      ),
       ...(refuseHeld
         ? plan.held.map((p) => anomalyOf(p.event, ANOMALY.refused, `settled remaining ${plan.remaining} cannot cover ${p.event.quantity}`))
         : []),
@@ -213,12 +238,21 @@ export class LedgerStore {
       const settled = new Set<string>();
       const refunded = new Set<string>();
       for (const ids of chunks([...new Set(candidates.map((e) => e.requestId))])) {
-        for (const l of await em.find(LedgerRow, { couponId, requestId: { $in: ids }, kind: { $in: ['DEDUCT', 'COMPENSATE'] } }, { fields: ['requestId', 'kind'] })) {
+        for (const l of await em.find(
+          LedgerRow,
+          { couponId, requestId: { $in: ids }, kind: { $in: ['DEDUCT', 'COMPENSATE'] } },
+          { fields: ['requestId', 'kind'] },
+        )) {
           settled.add(eventId({ kind: l.kind === 'DEDUCT' ? 'D' : 'C', couponId, requestId: l.requestId }));
         }
       }
       for (const ids of chunks(candidates.filter((e) => e.kind === 'D').map(eventId))) {
-        for (const r of await em.find(AnomalyRow, { eventId: { $in: ids }, reason: ANOMALY.refused, refunded: true }, { fields: ['eventId'] })) refunded.add(r.eventId);
+        for (const r of await em.find(
+          AnomalyRow,
+          { eventId: { $in: ids }, reason: ANOMALY.refused, refunded: true },
+          { fields: ['eventId'] },
+        ))
+          refunded.add(r.eventId);
       }
       return { coupon: toCoupon(row), sums: totals, anomalies, anomalyUnits, settled, refunded };
     });
@@ -232,7 +266,13 @@ export class LedgerStore {
   /** Coupons created or settled since `sinceMs`: whose outboxes may hold events no live instance knows of. */
   async recentCoupons(sinceMs: number, limit: number): Promise<Coupon[]> {
     const since = new Date(sinceMs);
-    const rows = await this.orm.em.fork().find(CouponRow, { $or: [{ updatedAt: { $gte: since } }, { createdAt: { $gte: since } }] }, { orderBy: { updatedAt: 'desc' }, limit });
+    const rows = await this.orm.em
+      .fork()
+      .find(
+        CouponRow,
+        { $or: [{ updatedAt: { $gte: since } }, { createdAt: { $gte: since } }] },
+        { orderBy: { updatedAt: 'desc' }, limit },
+      );
     return rows.map(toCoupon);
   }
 
@@ -245,7 +285,15 @@ export class LedgerStore {
 
 function anomalyOf(e: SettlementEvent, reason: string, detail: string) {
   return {
-    eventId: eventId(e), couponId: e.couponId, requestId: e.requestId, kind: LEDGER_KIND[e.kind], quantity: e.quantity,
-    shard: e.shard, reason, detail, refunded: false, createdAt: new Date(),
+    eventId: eventId(e),
+    couponId: e.couponId,
+    requestId: e.requestId,
+    kind: LEDGER_KIND[e.kind],
+    quantity: e.quantity,
+    shard: e.shard,
+    reason,
+    detail,
+    refunded: false,
+    createdAt: new Date(),
   };
 }

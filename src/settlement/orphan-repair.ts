@@ -37,7 +37,10 @@ export class OrphanRepair {
       for (const m of got) if (m) msgs.push(this.orphan(jsm, m.seq, m.subject, m.data));
     }
     if (msgs.length === 0) return 0;
-    this.log?.warn({ orphans: msgs.length, ackFloor: floor }, 'settlement: messages below the consumer ack floor left in the stream; settling and removing them');
+    this.log?.warn(
+      { orphans: msgs.length, ackFloor: floor },
+      'settlement: messages below the consumer ack floor left in the stream; settling and removing them',
+    );
     await this.settler.handle(msgs);
     this.repaired += msgs.length;
     return msgs.length;

@@ -16,7 +16,9 @@ export interface OutboxEntry {
 type RawEntries = [string, string[]][];
 
 function entries(raw: RawEntries | null | undefined): OutboxEntry[] {
-  return (raw ?? []).filter((e) => Array.isArray(e[1])).map(([streamId, fields]) => ({ streamId, event: fromOutboxFields(fields), raw: fields }));
+  return (raw ?? [])
+    .filter((e) => Array.isArray(e[1]))
+    .map(([streamId, fields]) => ({ streamId, event: fromOutboxFields(fields), raw: fields }));
 }
 
 /** Milliseconds part of a stream id: when the entry was added. */
@@ -67,7 +69,11 @@ export class OutboxStreams {
     let cursor = '0-0';
     try {
       do {
-        const r = (await this.redis.xautoclaim(this.key(shard), RELAY_GROUP, this.consumer, idleMs, cursor, 'COUNT', count)) as [string, RawEntries, string[]?];
+        const r = (await this.redis.xautoclaim(this.key(shard), RELAY_GROUP, this.consumer, idleMs, cursor, 'COUNT', count)) as [
+          string,
+          RawEntries,
+          string[]?,
+        ];
         out.push(...entries(r[1]));
         cursor = r[0];
       } while (cursor !== '0-0' && out.length < count);
@@ -81,7 +87,11 @@ export class OutboxStreams {
   async remove(shard: ShardRef, ids: string[]): Promise<void> {
     if (ids.length === 0) return;
     const key = this.key(shard);
-    const r = await this.redis.multi().xack(key, RELAY_GROUP, ...ids).xdel(key, ...ids).exec();
+    const r = await this.redis
+      .multi()
+      .xack(key, RELAY_GROUP, ...ids)
+      .xdel(key, ...ids)
+      .exec();
     const failed = r?.find(([err]) => err);
     if (failed) throw failed[0];
   }

@@ -85,7 +85,14 @@ export class PeriodicReconciler {
       if (consecutive >= this.threshold) {
         persistent++;
         this.log?.warn(
-          { couponId: coupon.id, ledgerDrift: r.ledgerDrift, redisDrift: r.redisDrift, runs: consecutive, inFlightNet: r.inFlightNet, anomalies: r.anomalies },
+          {
+            couponId: coupon.id,
+            ledgerDrift: r.ledgerDrift,
+            redisDrift: r.redisDrift,
+            runs: consecutive,
+            inFlightNet: r.inFlightNet,
+            anomalies: r.anomalies,
+          },
           'reconcile: drift persists',
         );
       }

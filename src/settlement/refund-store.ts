@@ -26,11 +26,24 @@ export class RedisRefundStore implements RefundStore {
     this.script = scriptFn(redis, 'refund');
   }
 
-  async refund(shard: ShardRef, creditId: string, requestId: string, quantity: number, limitedUserId: string | undefined): Promise<RefundResult> {
+  async refund(
+    shard: ShardRef,
+    creditId: string,
+    requestId: string,
+    quantity: number,
+    limitedUserId: string | undefined,
+  ): Promise<RefundResult> {
     const k = shardKeys(this.namespace, shard.tag);
     const r = (await this.script(
-      k.shard, k.credits, k.request(requestId), k.user(limitedUserId ?? '-'),
-      creditId, quantity, Date.now(), CREDIT_RETENTION_MS, limitedUserId === undefined ? 0 : 1,
+      k.shard,
+      k.credits,
+      k.request(requestId),
+      k.user(limitedUserId ?? '-'),
+      creditId,
+      quantity,
+      Date.now(),
+      CREDIT_RETENTION_MS,
+      limitedUserId === undefined ? 0 : 1,
     )) as number[];
     const code = Number(r[0]);
     if (code === -4) return 'missing';

@@ -161,7 +161,8 @@ export class Relay {
       }),
     );
     const failed = jobs.length - relayed;
-    if (failed > 0) this.log?.warn({ failed, relayed }, 'relay: some events could not be published; they stay in the outbox and are retried');
+    if (failed > 0)
+      this.log?.warn({ failed, relayed }, 'relay: some events could not be published; they stay in the outbox and are retried');
     return relayed;
   }
 

@@ -97,15 +97,27 @@ export class Settlement {
         { batch: config.settleBatch, maxDeliver: config.settleMaxDeliver },
       ).start();
       const repair = new OrphanRepair(this.d.nats, this.names, this.settler, config.settleMaxDeliver, log);
-      this.periodic.push(new Periodic('settlement-orphans', Math.max(5000, config.sweepIntervalMs * 5), async () => void (await repair.runOnce()), onError).start());
+      this.periodic.push(
+        new Periodic(
+          'settlement-orphans',
+          Math.max(5000, config.sweepIntervalMs * 5),
+          async () => void (await repair.runOnce()),
+          onError,
+        ).start(),
+      );
     }
     if (config.workers.size > 0) {
       this.periodic.push(
-        new Periodic('settlement-pending', Math.max(1000, config.sweepIntervalMs), async () => {
-          const t = await this.stream.total();
-          this.stats.settle.jetstreamPending = t.messages;
-          this.stats.settle.oldestUnsettledMs = t.oldestMs;
-        }, onError).start(),
+        new Periodic(
+          'settlement-pending',
+          Math.max(1000, config.sweepIntervalMs),
+          async () => {
+            const t = await this.stream.total();
+            this.stats.settle.jetstreamPending = t.messages;
+            this.stats.settle.oldestUnsettledMs = t.oldestMs;
+          },
+          onError,
+        ).start(),
       );
     }
     if (config.workers.has('reconcile') && config.reconcileIntervalMs > 0) {

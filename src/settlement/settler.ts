@@ -153,7 +153,10 @@ export class Settler {
           await this.settleCoupon(next[0], next[1]);
         } catch (err) {
           failed++;
-          this.nakAfterError(next[1].map((i) => i.ref), err);
+          this.nakAfterError(
+            next[1].map((i) => i.ref),
+            err,
+          );
         }
       }
     };
@@ -163,7 +166,10 @@ export class Settler {
   }
 
   private nakAfterError(msgs: SettleMsg[], err: unknown): void {
-    this.d.log?.warn({ err: (err as Error)?.message, messages: msgs.length }, 'settler: could not settle; messages will be delivered again');
+    this.d.log?.warn(
+      { err: (err as Error)?.message, messages: msgs.length },
+      'settler: could not settle; messages will be delivered again',
+    );
     for (const m of msgs) m.nak(1000);
   }
 
@@ -268,7 +274,10 @@ export class Settler {
     }
     this.d.stats.refused++;
     this.d.stats.anomalies++;
-    this.d.log?.warn({ couponId: coupon.id, eventId: id, quantity: e.quantity }, 'settlement refused a deduction: anomaly recorded, units returned to Redis');
+    this.d.log?.warn(
+      { couponId: coupon.id, eventId: id, quantity: e.quantity },
+      'settlement refused a deduction: anomaly recorded, units returned to Redis',
+    );
     this.holds.release(e);
     i.ref.ack();
   }
@@ -279,7 +288,7 @@ export class Settler {
       m.nak(backoff(deliveries));
       return;
     }
-    const id = event ? eventId(event) : (m.headers?.get('Nats-Msg-Id') || `seq:${m.seq}`);
+    const id = event ? eventId(event) : m.headers?.get('Nats-Msg-Id') || `seq:${m.seq}`;
     const detail = `${reason} after ${deliveries} deliveries; subject ${m.subject}; payload ${new TextDecoder().decode(m.data).slice(0, 2000)}`;
     await this.d.ledger.recordPoison(id, reason, detail, event);
     this.d.stats.poison++;

@@ -67,8 +67,19 @@ export function newSettlementStats(): SettlementStats {
   return {
     relay: { published: 0, duplicates: 0, publishFailures: 0, claimed: 0, backlogByShard: new Map(), backlogTotal: 0, lagMs: 0 },
     settle: {
-      applied: 0, duplicates: 0, deferred: 0, refused: 0, refundedUnits: 0, poison: 0, anomalies: 0, batches: 0, failedBatches: 0,
-      optimisticRetries: 0, lagMs: 0, jetstreamPending: 0, oldestUnsettledMs: 0,
+      applied: 0,
+      duplicates: 0,
+      deferred: 0,
+      refused: 0,
+      refundedUnits: 0,
+      poison: 0,
+      anomalies: 0,
+      batches: 0,
+      failedBatches: 0,
+      optimisticRetries: 0,
+      lagMs: 0,
+      jetstreamPending: 0,
+      oldestUnsettledMs: 0,
     },
     reconcile: { runs: 0, persistentDrift: 0, lastDrift: new Map() },
   };

@@ -29,7 +29,9 @@ function serializer(schema: DescMessage) {
 }
 
 /** Aborts when the call is cancelled or its deadline passes. */
-function callContext(call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>): CallContext & { done(): void } {
+function callContext(
+  call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>,
+): CallContext & { done(): void } {
   const ac = new AbortController();
   const onCancel = () => ac.abort();
   call.once('cancelled', onCancel);

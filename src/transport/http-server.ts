@@ -63,7 +63,9 @@ export async function startHttpServer(addr: string, options: HttpServerOptions):
         return;
       }
       socket.unshift(head);
-      const isH2 = head.length >= 3 && head.subarray(0, Math.min(head.length, PREFACE.length)).equals(PREFACE.subarray(0, Math.min(head.length, PREFACE.length)));
+      const isH2 =
+        head.length >= 3 &&
+        head.subarray(0, Math.min(head.length, PREFACE.length)).equals(PREFACE.subarray(0, Math.min(head.length, PREFACE.length)));
       (isH2 ? h2 : h1).emit('connection', socket);
     });
   });

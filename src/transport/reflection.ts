@@ -19,6 +19,7 @@ export function reflectionRoot(): Record<string, { fileDescriptorProtos: Buffer[
   };
   // grpc-health-check ships its service as a proto-loader definition, descriptors included.
   const check = (healthService as unknown as Record<string, { requestType?: { fileDescriptorProtos?: Buffer[] } }>).Check;
-  if (check?.requestType?.fileDescriptorProtos) root['grpc.health.v1.Health'] = { fileDescriptorProtos: check.requestType.fileDescriptorProtos };
+  if (check?.requestType?.fileDescriptorProtos)
+    root['grpc.health.v1.Health'] = { fileDescriptorProtos: check.requestType.fileDescriptorProtos };
   return root;
 }

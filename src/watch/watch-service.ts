@@ -129,7 +129,13 @@ export class WatchService {
   private acquire(couponId: string): CouponFeed {
     let feed = this.feeds.get(couponId);
     if (!feed) {
-      feed = new CouponFeed(couponId, () => this.d.readLevel(couponId), (cb) => this.d.listen(couponId, cb), this.timing, this.d.onError);
+      feed = new CouponFeed(
+        couponId,
+        () => this.d.readLevel(couponId),
+        (cb) => this.d.listen(couponId, cb),
+        this.timing,
+        this.d.onError,
+      );
       this.feeds.set(couponId, feed);
     }
     return feed;

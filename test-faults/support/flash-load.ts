@@ -46,7 +46,14 @@ export interface FlashLoadResult {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function flashLoad(o: FlashLoadOptions): Promise<FlashLoadResult> {
-  const r: FlashLoadResult = { deducted: new Set(), firstDeductions: new Map(), refused: new Map(), unresolved: [], attempts: [], errorCodes: new Map() };
+  const r: FlashLoadResult = {
+    deducted: new Set(),
+    firstDeductions: new Map(),
+    refused: new Map(),
+    unresolved: [],
+    attempts: [],
+    errorCodes: new Map(),
+  };
   const queue = o.requestIds.flatMap((id) => Array.from({ length: o.callersPerId ?? 1 }, () => id));
   let next = 0;
   let turn = 0;

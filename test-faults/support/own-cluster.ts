@@ -78,10 +78,13 @@ export class OwnCluster {
           role: flags.includes('master') ? ('master' as const) : ('replica' as const),
           masterId: f[3] === '-' ? undefined : f[3],
           failed: flags.includes('fail') || flags.includes('fail?'),
-          slots: f.slice(8).filter((s) => /^\d/.test(s)).map((s) => {
-            const [a, b] = s.split('-').map(Number);
-            return [a!, b ?? a!] as [number, number];
-          }),
+          slots: f
+            .slice(8)
+            .filter((s) => /^\d/.test(s))
+            .map((s) => {
+              const [a, b] = s.split('-').map(Number);
+              return [a!, b ?? a!] as [number, number];
+            }),
         };
       });
   }
@@ -110,17 +113,21 @@ export class OwnCluster {
   async waitPromotion(slot: number, deadPort: number, timeoutMs = 20_000): Promise<NodeInfo> {
     let promoted: NodeInfo | undefined;
     const ask = this.ports.find((p) => p !== deadPort)!;
-    await waitFor(`a replica to take over slot ${slot} from ${deadPort}`, async () => {
-      try {
-        const m = await this.masterOfSlot(slot, ask);
-        if (m.port === deadPort) return false;
-        if (!(await cli(m.port, 'cluster', 'info')).includes('cluster_state:ok')) return false;
-        promoted = m;
-        return true;
-      } catch {
-        return false;
-      }
-    }, timeoutMs);
+    await waitFor(
+      `a replica to take over slot ${slot} from ${deadPort}`,
+      async () => {
+        try {
+          const m = await this.masterOfSlot(slot, ask);
+          if (m.port === deadPort) return false;
+          if (!(await cli(m.port, 'cluster', 'info')).includes('cluster_state:ok')) return false;
+          promoted = m;
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      timeoutMs,
+    );
     return promoted!;
   }
 
@@ -133,16 +140,20 @@ export class OwnCluster {
 
   /** Waits for 3 masters + 3 replicas, every replica's link up. */
   async waitHealthy(timeoutMs = 30_000): Promise<void> {
-    await waitFor('own cluster healthy', async () => {
-      const live = (await this.nodes()).filter((n) => !n.failed);
-      if (live.filter((n) => n.role === 'master').length !== 3 || live.filter((n) => n.role === 'replica').length !== 3) return false;
-      for (const p of this.ports) {
-        const info = await cli(p, 'info', 'replication');
-        if (!(await cli(p, 'cluster', 'info')).includes('cluster_state:ok')) return false;
-        if (!info.includes('role:master') && !info.includes('master_link_status:up')) return false;
-      }
-      return true;
-    }, timeoutMs);
+    await waitFor(
+      'own cluster healthy',
+      async () => {
+        const live = (await this.nodes()).filter((n) => !n.failed);
+        if (live.filter((n) => n.role === 'master').length !== 3 || live.filter((n) => n.role === 'replica').length !== 3) return false;
+        for (const p of this.ports) {
+          const info = await cli(p, 'info', 'replication');
+          if (!(await cli(p, 'cluster', 'info')).includes('cluster_state:ok')) return false;
+          if (!info.includes('role:master') && !info.includes('master_link_status:up')) return false;
+        }
+        return true;
+      },
+      timeoutMs,
+    );
   }
 
   stop(): void {

@@ -28,12 +28,15 @@ async function worker(): Promise<void> {
     const requestId = `${args.prefix}-${i}`;
     const client = clients[i % clients.length]!;
     try {
-      const r = await client.deduct({
-        couponId: args.couponId,
-        requestId,
-        userId: args.users ? `u${i % args.users}` : `${args.prefix}-user-${i}`,
-        quantity: BigInt(args.quantity ?? 1),
-      }, { deadlineMs: 60_000 });
+      const r = await client.deduct(
+        {
+          couponId: args.couponId,
+          requestId,
+          userId: args.users ? `u${i % args.users}` : `${args.prefix}-user-${i}`,
+          quantity: BigInt(args.quantity ?? 1),
+        },
+        { deadlineMs: 60_000 },
+      );
       const name = DeductOutcome[r.outcome] ?? String(r.outcome);
       outcomes[name] = (outcomes[name] ?? 0) + 1;
       if (r.outcome === DeductOutcome.DEDUCTED) deducted.push(requestId);

@@ -18,14 +18,22 @@ export interface LedgerFigures {
 export async function ledgerFigures(app: App, couponId: string): Promise<LedgerFigures> {
   const em = app.orm.em.fork();
   const rows = await em.execute<{ kind: string; n: number | string; q: number | string }[]>(
-    'select kind, count(*) n, coalesce(sum(quantity),0) q from stock_ledger where coupon_id = ? group by kind', [couponId]);
+    'select kind, count(*) n, coalesce(sum(quantity),0) q from stock_ledger where coupon_id = ? group by kind',
+    [couponId],
+  );
   const by = (k: string) => rows.find((r) => r.kind === k);
   const [c] = await em.execute<{ settled_remaining: number | string; total_stock: number | string }[]>(
-    'select settled_remaining, total_stock from coupon where id = ?', [couponId]);
+    'select settled_remaining, total_stock from coupon where id = ?',
+    [couponId],
+  );
   const anomalies = await em.execute<{ event_id: string; reason: string; quantity: number | string; refunded: number }[]>(
-    'select event_id, reason, quantity, refunded from settlement_anomaly where coupon_id = ? order by id', [couponId]);
+    'select event_id, reason, quantity, refunded from settlement_anomaly where coupon_id = ? order by id',
+    [couponId],
+  );
   const [dup] = await em.execute<{ n: number | string }[]>(
-    'select count(*) n from (select 1 from stock_ledger where coupon_id = ? group by request_id, kind having count(*) > 1) d', [couponId]);
+    'select count(*) n from (select 1 from stock_ledger where coupon_id = ? group by request_id, kind having count(*) > 1) d',
+    [couponId],
+  );
   return {
     deductRows: Number(by('DEDUCT')?.n ?? 0),
     deductUnits: Number(by('DEDUCT')?.q ?? 0),
@@ -40,7 +48,13 @@ export async function ledgerFigures(app: App, couponId: string): Promise<LedgerF
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function waitFor<T>(what: string, probe: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 60_000, everyMs = 250): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T>,
+  done: (v: T) => boolean,
+  timeoutMs = 60_000,
+  everyMs = 250,
+): Promise<T> {
   const until = Date.now() + timeoutMs;
   let last: T | undefined;
   let lastErr: unknown;
@@ -53,7 +67,9 @@ export async function waitFor<T>(what: string, probe: () => Promise<T>, done: (v
     }
     await sleep(everyMs);
   }
-  throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last, (_, v) => (typeof v === 'bigint' ? Number(v) : v))} ${lastErr ? String(lastErr) : ''}`);
+  throw new Error(
+    `timed out waiting for ${what}; last: ${JSON.stringify(last, (_, v) => (typeof v === 'bigint' ? Number(v) : v))} ${lastErr ? String(lastErr) : ''}`,
+  );
 }
 
 /** Waits until nothing of the coupon is in flight and Reconcile says consistent. */
@@ -125,7 +141,9 @@ export class SaleLoad {
       const i = this.next++;
       const rid = `${this.prefix}-${i}`;
       const q = 1 + (i % 3);
-      const r = await this.retrying(() => this.client().deduct({ couponId: this.couponId, requestId: rid, quantity: BigInt(q) }, { deadlineMs: 3000 }));
+      const r = await this.retrying(() =>
+        this.client().deduct({ couponId: this.couponId, requestId: rid, quantity: BigInt(q) }, { deadlineMs: 3000 }),
+      );
       if (!r) {
         this.unknownDeducts.set(rid, q);
         return;
@@ -133,9 +151,12 @@ export class SaleLoad {
       if (r.outcome === DeductOutcome.DEDUCTED) {
         this.deducted.set(rid, q);
         if (i % 3 === 0) {
-          const c = await this.retrying(() => this.client().compensate({ couponId: this.couponId, requestId: rid, reason: 'cancelled' }, { deadlineMs: 3000 }));
+          const c = await this.retrying(() =>
+            this.client().compensate({ couponId: this.couponId, requestId: rid, reason: 'cancelled' }, { deadlineMs: 3000 }),
+          );
           if (!c) this.unknownCompensates.add(rid);
-          else if (c.outcome === CompensateOutcome.COMPENSATED || c.outcome === CompensateOutcome.ALREADY_COMPENSATED) this.compensated.add(rid);
+          else if (c.outcome === CompensateOutcome.COMPENSATED || c.outcome === CompensateOutcome.ALREADY_COMPENSATED)
+            this.compensated.add(rid);
         }
       }
       if (this.pauseMs) await sleep(this.pauseMs);

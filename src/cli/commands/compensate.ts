@@ -14,12 +14,18 @@ export const run: RunFn = async (argv, io) => {
   noMorePositionals(p, 2);
   const s = openSession(p, io);
   try {
-    const r = await s.call('Compensate', (o) => s.client.compensate({ couponId, requestId, reason: str(p, 'reason') ?? 'shardstock cli' }, o));
+    const r = await s.call('Compensate', (o) =>
+      s.client.compensate({ couponId, requestId, reason: str(p, 'reason') ?? 'shardstock cli' }, o),
+    );
     const outcome = compensateOutcomeName(r.outcome);
     if (s.json) json(io.stdout, { couponId, requestId, outcome, remaining: Number(r.remaining) });
     else {
       println(io.stdout, outcome.toUpperCase());
-      keyValues(io.stdout, [['coupon', couponId], ['request id', requestId], ['shard remaining', Number(r.remaining)]]);
+      keyValues(io.stdout, [
+        ['coupon', couponId],
+        ['request id', requestId],
+        ['shard remaining', Number(r.remaining)],
+      ]);
     }
     return outcome === 'not_deducted' ? EXIT.refused : EXIT.ok;
   } finally {

@@ -31,8 +31,18 @@ async function create(argv: string[], io: Io): Promise<number> {
     const coupon = plainCoupon(r.coupon);
     if (s.json) json(io.stdout, { created: r.created, coupon });
     else {
-      println(io.stdout, r.created ? `created coupon ${coupon.couponId}` : `coupon ${coupon.couponId} already existed with this definition (nothing changed)`);
-      keyValues(io.stdout, [['total stock', coupon.totalStock], ['shards', coupon.shardCount], ['per-user limit', coupon.perUserLimit || 'unlimited'], ['created at', coupon.createdAt]]);
+      println(
+        io.stdout,
+        r.created
+          ? `created coupon ${coupon.couponId}`
+          : `coupon ${coupon.couponId} already existed with this definition (nothing changed)`,
+      );
+      keyValues(io.stdout, [
+        ['total stock', coupon.totalStock],
+        ['shards', coupon.shardCount],
+        ['per-user limit', coupon.perUserLimit || 'unlimited'],
+        ['created at', coupon.createdAt],
+      ]);
     }
     return 0;
   } finally {
@@ -64,15 +74,20 @@ async function restock(argv: string[], io: Io): Promise<number> {
   const requestId = str(p, 'request-id') ?? `restock-${randomUUID()}`;
   const s = openSession(p, io);
   try {
-    const r = await s.call('Restock', (o) => s.client.restock({ couponId, quantity, requestId }, o)).catch((err: Error) => {
-      // The one thing an operator needs after a failed restock is the id to retry it with.
-      err.message += ` (request id ${requestId}: retry with --request-id ${requestId})`;
-      throw err;
-    });
+    const r = await s
+      .call('Restock', (o) => s.client.restock({ couponId, quantity, requestId }, o))
+      .catch((err: Error) => {
+        // The one thing an operator needs after a failed restock is the id to retry it with.
+        err.message += ` (request id ${requestId}: retry with --request-id ${requestId})`;
+        throw err;
+      });
     const level = plainLevel(r.level);
     if (s.json) json(io.stdout, { requestId, replayed: r.replayed, level });
     else {
-      println(io.stdout, r.replayed ? `restock ${requestId} was already applied (nothing added)` : `restocked ${quantity} units (request id ${requestId})`);
+      println(
+        io.stdout,
+        r.replayed ? `restock ${requestId} was already applied (nothing added)` : `restocked ${quantity} units (request id ${requestId})`,
+      );
       printLevel(io.stdout, level);
     }
     return 0;

@@ -27,7 +27,13 @@ async function single(s: Session, io: Io, couponId: string, quantity: bigint, us
   if (s.json) json(io.stdout, result);
   else {
     println(io.stdout, `${outcome.toUpperCase()}${r.replayed ? ' (replay of an earlier call)' : ''}`);
-    keyValues(io.stdout, [['coupon', couponId], ['request id', requestId], ['quantity', Number(quantity)], ['shard', r.shard], ['shard remaining', result.remaining]]);
+    keyValues(io.stdout, [
+      ['coupon', couponId],
+      ['request id', requestId],
+      ['quantity', Number(quantity)],
+      ['shard', r.shard],
+      ['shard remaining', result.remaining],
+    ]);
   }
   return outcome === 'deducted' ? EXIT.ok : EXIT.refused;
 }

@@ -18,22 +18,26 @@ export const run: RunFn = async (argv, io) => {
     else {
       println(io.stdout, r.consistent ? `${couponId}: CONSISTENT` : `${couponId}: DRIFT (ledger ${r.ledgerDrift}, redis ${r.redisDrift})`);
       println(io.stdout);
-      table(io.stdout, ['where', 'figure', 'value'], [
-        ['mysql', 'total stock', r.totalStock],
-        ['mysql', 'ledger deducted', r.ledgerDeducted],
-        ['mysql', 'ledger compensated', r.ledgerCompensated],
-        ['mysql', 'ledger restocked', r.ledgerRestocked],
-        ['mysql', 'settled remaining', r.settledRemaining],
-        ['redis', 'available', r.redisAvailable],
-        ['redis', 'net deducted', r.redisNetDeducted],
-        ['in flight', 'net units', r.inFlightNet],
-        ['in flight', 'outbox events', r.outboxEvents],
-        ['in flight', 'jetstream pending', r.jetstreamPending],
-        ['anomalies', 'count', r.anomalies],
-        ['anomalies', 'units given back', r.anomalyUnits],
-        ['drift', 'ledger', r.ledgerDrift],
-        ['drift', 'redis', r.redisDrift],
-      ]);
+      table(
+        io.stdout,
+        ['where', 'figure', 'value'],
+        [
+          ['mysql', 'total stock', r.totalStock],
+          ['mysql', 'ledger deducted', r.ledgerDeducted],
+          ['mysql', 'ledger compensated', r.ledgerCompensated],
+          ['mysql', 'ledger restocked', r.ledgerRestocked],
+          ['mysql', 'settled remaining', r.settledRemaining],
+          ['redis', 'available', r.redisAvailable],
+          ['redis', 'net deducted', r.redisNetDeducted],
+          ['in flight', 'net units', r.inFlightNet],
+          ['in flight', 'outbox events', r.outboxEvents],
+          ['in flight', 'jetstream pending', r.jetstreamPending],
+          ['anomalies', 'count', r.anomalies],
+          ['anomalies', 'units given back', r.anomalyUnits],
+          ['drift', 'ledger', r.ledgerDrift],
+          ['drift', 'redis', r.redisDrift],
+        ],
+      );
       println(io.stdout, `checked at ${r.checkedAt}`);
     }
     return r.consistent ? EXIT.ok : EXIT.refused;

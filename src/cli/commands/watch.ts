@@ -11,13 +11,26 @@ import { fmt, json } from '../render.js';
 import { openSession, type Session } from '../session.js';
 
 const changed = (a: PlainLevel | undefined, b: PlainLevel) =>
-  !a || a.available !== b.available || a.deducted !== b.deducted || a.settledRemaining !== b.settledRemaining ||
-  a.pendingSettlement !== b.pendingSettlement || a.soldOut !== b.soldOut || a.totalStock !== b.totalStock ||
+  !a ||
+  a.available !== b.available ||
+  a.deducted !== b.deducted ||
+  a.settledRemaining !== b.settledRemaining ||
+  a.pendingSettlement !== b.pendingSettlement ||
+  a.soldOut !== b.soldOut ||
+  a.totalStock !== b.totalStock ||
   JSON.stringify(a.shards) !== JSON.stringify(b.shards);
 
-async function* streamLevels(s: Session, couponId: string, intervalMs: number, signal: AbortSignal, fallback: boolean, onFallback: () => void): AsyncGenerator<PlainLevel> {
+async function* streamLevels(
+  s: Session,
+  couponId: string,
+  intervalMs: number,
+  signal: AbortSignal,
+  fallback: boolean,
+  onFallback: () => void,
+): AsyncGenerator<PlainLevel> {
   try {
-    for await (const m of s.client.watchStock({ couponId, minIntervalMs: intervalMs }, { ...s.options(), deadlineMs: undefined, signal })) yield plainLevel(m.level);
+    for await (const m of s.client.watchStock({ couponId, minIntervalMs: intervalMs }, { ...s.options(), deadlineMs: undefined, signal }))
+      yield plainLevel(m.level);
     return;
   } catch (err) {
     if (signal.aborted) return;

@@ -81,12 +81,15 @@ function render(level) {
   const shards = level.shards ?? [];
   const box = $('shards');
   if (box.children.length !== shards.length) {
-    box.replaceChildren(...shards.map(() => {
-      const el = document.createElement('div');
-      el.className = 'shard';
-      el.innerHTML = '<div class="col"><div class="transit"></div><div class="fill"></div></div><div class="n"></div><div class="i"></div>';
-      return el;
-    }));
+    box.replaceChildren(
+      ...shards.map(() => {
+        const el = document.createElement('div');
+        el.className = 'shard';
+        el.innerHTML =
+          '<div class="col"><div class="transit"></div><div class="fill"></div></div><div class="n"></div><div class="i"></div>';
+        return el;
+      }),
+    );
   }
   shards.forEach((s, i) => {
     const index = num(s.index);
@@ -141,19 +144,21 @@ async function loadCoupons() {
       box.innerHTML = '<p class="empty">no coupons yet</p>';
       return;
     }
-    box.replaceChildren(...coupons.map((c) => {
-      const b = document.createElement('button');
-      b.dataset.coupon = c.couponId;
-      b.textContent = c.couponId;
-      const small = document.createElement('small');
-      small.textContent = `${fmt.format(c.totalStock)} units · ${c.shardCount} shards`;
-      b.append(small);
-      b.addEventListener('click', () => {
-        history.replaceState(null, '', `#${encodeURIComponent(c.couponId)}`);
-        void watch(c.couponId);
-      });
-      return b;
-    }));
+    box.replaceChildren(
+      ...coupons.map((c) => {
+        const b = document.createElement('button');
+        b.dataset.coupon = c.couponId;
+        b.textContent = c.couponId;
+        const small = document.createElement('small');
+        small.textContent = `${fmt.format(c.totalStock)} units · ${c.shardCount} shards`;
+        b.append(small);
+        b.addEventListener('click', () => {
+          history.replaceState(null, '', `#${encodeURIComponent(c.couponId)}`);
+          void watch(c.couponId);
+        });
+        return b;
+      }),
+    );
   } catch (err) {
     const p = document.createElement('p');
     p.className = 'empty';
