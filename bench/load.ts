@@ -117,11 +117,17 @@ function merge(results: LoadResult[]): LoadSummary {
     hist.maxUs = Math.max(hist.maxUs, r.maxUs);
     addCounts(outcomes, r.outcomes);
     addCounts(errors, r.errors);
-    r.perSecond.forEach((v, i) => (perSecond[i] = (perSecond[i] ?? 0) + (v ?? 0)));
-    r.successBuckets.forEach((v, i) => (successBuckets[i]! += v));
+    r.perSecond.forEach((v, i) => {
+      perSecond[i] = (perSecond[i] ?? 0) + (v ?? 0);
+    });
+    r.successBuckets.forEach((v, i) => {
+      successBuckets[i]! += v;
+    });
     if (r.perCoupon) {
       perCoupon ??= new Uint32Array(r.perCoupon.length);
-      r.perCoupon.forEach((v, i) => (perCoupon![i]! += v));
+      r.perCoupon.forEach((v, i) => {
+        perCoupon![i]! += v;
+      });
     }
     sent += r.sent;
     completed += r.completed;

@@ -1,9 +1,9 @@
 // `npm start` / `npm run serve`: one service instance, configured from the environment.
-import { loadConfig, ConfigError } from './config.js';
+import { type Config, ConfigError, loadConfig } from './config.js';
 import { startApp } from './app/app.js';
 import { createLogger } from './util/logger.js';
 
-let config;
+let config: Readonly<Config>;
 try {
   config = loadConfig();
 } catch (err) {

@@ -10,7 +10,7 @@ import { mayCall } from '../src/access/policy.js';
 import { TokenBuckets } from '../src/access/token-bucket.js';
 import { parseTokenEntries, TokenFormatError, TokenRegistry } from '../src/access/tokens.js';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { DomainError } from '../src/domain/errors.js';
+import type { DomainError } from '../src/domain/errors.js';
 
 const refusal = (f: () => unknown) => {
   try {

@@ -170,7 +170,7 @@ describe('shardstock errors and help', () => {
     const runs = await Promise.all([cli(['--help']), ...cmds.map((c) => cli([c, '--help'])), cli(['help', 'bench'])]);
     for (const r of runs) expect(r.code).toBe(0);
     for (const c of cmds) expect(runs[0]!.stdout).toContain(`  ${c} `);
-    cmds.forEach((c, i) => expect(runs[i + 1]!.stdout).toContain(`shardstock ${c}`));
+    for (const [i, c] of cmds.entries()) expect(runs[i + 1]!.stdout).toContain(`shardstock ${c}`);
     expect(runs.at(-1)!.stdout).toContain('shardstock bench');
   });
 });

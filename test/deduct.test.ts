@@ -160,7 +160,7 @@ describe('Deduct under concurrency', () => {
     await a.client.restock({ couponId: id, quantity: 1n, requestId: 'rs' });
     // The NATS signal reaches b well within the flag's TTL (2 s): b must sell the restocked unit at once.
     const deadline = Date.now() + 1000;
-    let r;
+    let r: Awaited<ReturnType<typeof b.client.deduct>>;
     do r = await b.client.deduct({ couponId: id, requestId: `after-${Date.now()}`, quantity: 1n });
     while (r.outcome !== DeductOutcome.DEDUCTED && Date.now() < deadline);
     expect(r.outcome).toBe(DeductOutcome.DEDUCTED);

@@ -240,7 +240,9 @@ describe('deploy/nats and deploy/redis against the code and real servers', () =>
   const consumer = JSON.parse(read('deploy/nats/consumer.json'));
   const names = settlementNames('shardstock');
   const cleanups: (() => void)[] = [];
-  afterAll(() => cleanups.forEach((c) => c()));
+  afterAll(() => {
+    for (const c of cleanups) c();
+  });
 
   it("when the stream and consumer files are read, then their names and settings are the settlement code's", () => {
     expect(stream).toMatchObject({

@@ -56,7 +56,7 @@ export function baselineHandlers(store: BaselineStore): InventoryHandlers {
     restock: unimplemented('Restock'),
     compensate: unimplemented('Compensate'),
     reconcile: unimplemented('Reconcile'),
-    // eslint-disable-next-line require-yield
+    // biome-ignore lint/correctness/useYield: a stream that refuses before its first message
     async *watchStock() {
       throw new DomainError('unimplemented', 'WatchStock is not part of this baseline');
     },

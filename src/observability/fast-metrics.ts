@@ -33,7 +33,9 @@ abstract class Family<C> implements Exported {
     let entry = this.children.get(key);
     if (!entry) {
       const labels: Record<string, string> = {};
-      this.labelNames.forEach((n, i) => (labels[n] = values[i] ?? ''));
+      this.labelNames.forEach((n, i) => {
+        labels[n] = values[i] ?? '';
+      });
       entry = { labels, child: this.make() };
       this.children.set(key, entry);
     }

@@ -53,7 +53,10 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
     const byOutcome = new Map<string, CounterChild>();
     return (outcome: string) => {
       let c = byOutcome.get(outcome);
-      if (!c) byOutcome.set(outcome, (c = metrics.rpcCalls.child(transport, method, outcome)));
+      if (!c) {
+        c = metrics.rpcCalls.child(transport, method, outcome);
+        byOutcome.set(outcome, c);
+      }
       return c;
     };
   };

@@ -95,7 +95,10 @@ export class FailoverFence {
       const now = this.cluster.slots[s]?.[0];
       if (now === undefined || now === this.owners[s]) continue;
       let list = moved.get(now);
-      if (!list) moved.set(now, (list = []));
+      if (!list) {
+        list = [];
+        moved.set(now, list);
+      }
       list.push(s);
     }
     if (moved.size > 0) this.changed(moved);
@@ -105,7 +108,10 @@ export class FailoverFence {
     for (const [node, slots] of moved) {
       let fence = this.fences.get(node);
       const isNew = !fence;
-      if (!fence) this.fences.set(node, (fence = { since: Date.now(), slots: new Set(), previous: new Set() }));
+      if (!fence) {
+        fence = { since: Date.now(), slots: new Set(), previous: new Set() };
+        this.fences.set(node, fence);
+      }
       for (const s of slots) {
         // The first map after start-up has no previous owner: nothing to fence.
         const before = this.owners[s];

@@ -14,6 +14,8 @@ import {
   type JetStreamManager,
   type MsgRequest,
   type NatsConnection,
+  type StoredMsg,
+  type StreamInfo,
 } from 'nats';
 import { decodeEvent, eventId, subjectToken, type SettlementEvent } from './event.js';
 
@@ -137,7 +139,7 @@ export class SettlementStreamReader {
     const out = new Map<string, SettlementEvent>();
     const subject = this.names.subject(couponId);
     const jsm = await this.manager();
-    let info;
+    let info: StreamInfo;
     try {
       info = await jsm.streams.info(this.names.stream, { subjects_filter: subject });
     } catch (err) {
@@ -159,7 +161,7 @@ export class SettlementStreamReader {
         let seq = first + i * width;
         const end = Math.min(last + 1, seq + width);
         while (seq < end) {
-          let m;
+          let m: StoredMsg;
           try {
             // The server's STREAM.MSG.GET takes next_by_subj; the client's type for it lags behind.
             m = await jsm.streams.getMessage(this.names.stream, { next_by_subj: subject, seq } as unknown as MsgRequest);

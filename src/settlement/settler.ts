@@ -142,7 +142,10 @@ export class Settler {
         continue;
       }
       let g = groups.get(event.couponId);
-      if (!g) groups.set(event.couponId, (g = []));
+      if (!g) {
+        g = [];
+        groups.set(event.couponId, g);
+      }
       g.push({ event, ref: m });
     }
     const queue = [...groups.entries()];

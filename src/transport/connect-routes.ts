@@ -1,6 +1,6 @@
 // Connect, gRPC-Web and gRPC-over-HTTP routes for the HTTP port, adapting the same handlers the grpc-js
 // port serves. Domain errors become ConnectErrors through the shared status mapping.
-import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import { type Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
 import type { CallContext, InventoryHandlers } from './handlers.js';
 import { toStatus } from './status.js';
@@ -10,7 +10,7 @@ import { parseErrorsAreInvalidArgument } from './parse-errors.js';
 export interface ConnectRoutesOptions {
   onUnexpected: (method: string, err: unknown) => void;
   /** Same contract as GrpcServerOptions.guard: throw to refuse; a returned function runs when the call ends. */
-  guard?: ((method: string, headers: Headers, peer: string) => void | (() => void)) | undefined;
+  guard?: ((method: string, headers: Headers, peer: string) => (() => void) | undefined) | undefined;
 }
 
 /** The transport-free call context: the abort signal and the client's x-request-id. */
@@ -26,7 +26,7 @@ export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRou
   };
   // Runs one handler call with the guard in front and the shared error mapping behind.
   const call = async <T>(method: string, ctx: HandlerContext, run: () => Promise<T>): Promise<T> => {
-    let release: void | (() => void) = undefined;
+    let release: (() => void) | undefined;
     try {
       release = options.guard?.(method, ctx.requestHeader, ctx.values.get(peerKey));
       return await run();
@@ -44,7 +44,7 @@ export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRou
     compensate: (req, ctx) => call('Compensate', ctx, () => handlers.compensate(req, callContext(ctx))),
     reconcile: (req, ctx) => call('Reconcile', ctx, () => handlers.reconcile(req, callContext(ctx))),
     async *watchStock(req, ctx) {
-      let release: void | (() => void) = undefined;
+      let release: (() => void) | undefined;
       try {
         release = options.guard?.('WatchStock', ctx.requestHeader, ctx.values.get(peerKey));
         yield* handlers.watchStock(req, callContext(ctx));

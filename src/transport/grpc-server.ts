@@ -15,7 +15,7 @@ export interface GrpcServerOptions {
   onUnexpected: (method: string, err: unknown) => void;
   /** Optional hook in front of every call (auth, rate limits, load shedding); throws a DomainError to refuse.
    * `peer` is the caller's address; a returned function is called once the call is finished. */
-  guard?: ((method: string, metadata: grpc.Metadata, peer: string) => void | (() => void)) | undefined;
+  guard?: ((method: string, metadata: grpc.Metadata, peer: string) => (() => void) | undefined) | undefined;
   /** TLS / mTLS; default plaintext. */
   credentials?: grpc.ServerCredentials | undefined;
 }
@@ -81,7 +81,7 @@ function methodHandler(method: DescMethod, handlers: InventoryHandlers, options:
         callback({ code: GrpcCode.DEADLINE_EXCEEDED, details: 'deadline exceeded before the call started' } as grpc.ServiceError);
         return;
       }
-      let release: void | (() => void) = undefined;
+      let release: (() => void) | undefined;
       Promise.resolve()
         .then(() => (release = options.guard?.(method.name, call.metadata, call.getPeer())))
         .then(() => h(decode(call.request), ctx))
@@ -98,7 +98,7 @@ function methodHandler(method: DescMethod, handlers: InventoryHandlers, options:
   const h = handlers[name] as (req: unknown, ctx: CallContext) => AsyncIterable<unknown>;
   return async (call: grpc.ServerWritableStream<unknown, unknown>) => {
     const ctx = callContext(call);
-    let release: void | (() => void) = undefined;
+    let release: (() => void) | undefined;
     try {
       release = options.guard?.(method.name, call.metadata, call.getPeer());
       for await (const msg of h(decode(call.request), ctx)) {

@@ -134,7 +134,10 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
       for await (const level of d.watch.watch(req.couponId, req.minIntervalMs, ctx.signal)) {
         // One level is fanned out to every stream of the coupon: build its message once.
         let msg = watchMessages.get(level);
-        if (!msg) watchMessages.set(level, (msg = create(WatchStockResponseSchema, { level: levelMessage(level) })));
+        if (!msg) {
+          msg = create(WatchStockResponseSchema, { level: levelMessage(level) });
+          watchMessages.set(level, msg);
+        }
         yield msg;
       }
     },
