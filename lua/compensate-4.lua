@@ -19,7 +19,12 @@
     { 1, avail, quantity }  compensated; avail = shard avail after it
     { 2, avail }            already compensated
     { 3 }                   no deduction is recorded for requestId (never made, or older than the window)
-    {-4 }                   the shard hash is missing: reload, then retry
+    {-4 }                   the shard hash is missing: recover the coupon, then retry
+    {-5, waitMs }           the coupon is paused for recovery; retry after waitMs
+
+  A deduction that settlement refused (record field x = 1: MySQL never had its units) is closed without
+  putting anything back on sale: its units were sold beyond the record, so returning them would create stock.
+  The event still goes out; settlement knows the deduction was refused and settles nothing for it.
 ]]
 local shardKey = KEYS[1]
 local requestKey = KEYS[2]
@@ -33,19 +38,30 @@ local shardIndex = ARGV[4]
 local nowMs = ARGV[5]
 local limited = ARGV[6] == '1'
 
-local recorded = redis.call('HMGET', requestKey, 'u', 'q', 'c')
+-- The shard first: after a loss the request record is gone too, and "never deducted" would be a lie.
+local state = redis.call('HMGET', shardKey, 'avail', 'pz')
+if not state[1] then
+  return { -4 }
+end
+if state[2] then
+  local t = redis.call('TIME')
+  local wait = tonumber(state[2]) - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  if wait > 0 then return { -5, wait } end
+end
+local recorded = redis.call('HMGET', requestKey, 'u', 'q', 'c', 'x')
 if not recorded[2] then
   return { 3 }
 end
-if redis.call('EXISTS', shardKey) == 0 then
-  return { -4 }
-end
 if recorded[3] == '1' then
-  return { 2, tonumber(redis.call('HGET', shardKey, 'avail')) }
+  return { 2, tonumber(state[1]) }
 end
 
 local quantity = tonumber(recorded[2])
-local avail = redis.call('HINCRBY', shardKey, 'avail', quantity)
+local refused = recorded[4] == '1'
+local avail = tonumber(state[1])
+if not refused then
+  avail = redis.call('HINCRBY', shardKey, 'avail', quantity)
+end
 redis.call('HINCRBY', shardKey, 'net', -quantity)
 if limited then
   local held = tonumber(redis.call('GET', userKey) or '0')

@@ -26,7 +26,8 @@
     {-1, avail }                       the shard holds fewer than `quantity` units
     {-2, held }                        the user already holds `held` units; quantity would pass the limit
     {-3, field, recorded }             request_id was first used with another user_id or quantity
-    {-4 }                              the shard hash is missing (evicted or lost): reload, then retry
+    {-4 }                              the shard hash is missing (evicted or lost): recover the coupon, then retry
+    {-5, waitMs }                      the coupon is paused for recovery (shard-pause-1.lua); retry after waitMs
 ]]
 local shardKey = KEYS[1]
 local requestKey = KEYS[2]
@@ -44,8 +45,15 @@ local couponId = ARGV[7]
 local nowMs = tonumber(ARGV[8])
 local creditRetentionMs = tonumber(ARGV[9])
 
-if redis.call('EXISTS', shardKey) == 0 then
+local state = redis.call('HMGET', shardKey, 'avail', 'pz')
+if not state[1] then
   return { -4 }
+end
+-- A recovery holds the coupon still while it measures and rebuilds it (server time: instances' clocks differ).
+if state[2] then
+  local t = redis.call('TIME')
+  local wait = tonumber(state[2]) - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  if wait > 0 then return { -5, wait } end
 end
 
 -- Credits first: units moved here for this request must land even when it turns out to be a replay.

@@ -8,7 +8,8 @@
 
   Returns
     1  acknowledged
-    0  unknown moveId (already acknowledged)
+    0  unknown moveId (already acknowledged), or the shard is missing (nothing is created)
+   -5  the coupon is paused for recovery, which counts this move as it stands: acknowledge later
 ]]
 local shardKey = KEYS[1]
 local movesKey = KEYS[2]
@@ -17,6 +18,14 @@ local moveId = ARGV[1]
 local existing = redis.call('HGET', movesKey, moveId)
 if not existing then
   return 0
+end
+local state = redis.call('HMGET', shardKey, 'avail', 'pz')
+if not state[1] then
+  return 0
+end
+if state[2] then
+  local t = redis.call('TIME')
+  if tonumber(state[2]) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then return -5 end
 end
 local _, _, quantity = string.find(existing, '^[^|]*|([^|]*)|')
 redis.call('HINCRBY', shardKey, 'transit', -tonumber(quantity))

@@ -16,6 +16,7 @@
     n >= 1  units taken (for a moveId seen before: the units it took then)
     0       nothing to take
    -4       the shard hash is missing
+   -5       the coupon is paused for recovery: take nothing from here
 ]]
 local shardKey = KEYS[1]
 local movesKey = KEYS[2]
@@ -29,10 +30,15 @@ if existing then
   local _, _, quantity = string.find(existing, '^[^|]*|([^|]*)|')
   return tonumber(quantity)
 end
-if redis.call('EXISTS', shardKey) == 0 then
+local state = redis.call('HMGET', shardKey, 'avail', 'pz')
+if not state[1] then
   return -4
 end
-local avail = tonumber(redis.call('HGET', shardKey, 'avail'))
+if state[2] then
+  local t = redis.call('TIME')
+  if tonumber(state[2]) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then return -5 end
+end
+local avail = tonumber(state[1])
 local take = math.min(avail, want)
 if take <= 0 then
   return 0

@@ -7,7 +7,7 @@ import { homeShard, shardRef } from '../src/domain/routing.js';
 import { settlementNames } from '../src/settlement/jetstream.js';
 import { encodeEvent, eventId, subjectToken, type SettlementEvent } from '../src/settlement/event.js';
 import { Settler } from '../src/settlement/settler.js';
-import { RedisRefundStore } from '../src/settlement/refund-store.js';
+import { RedisRefusalStore } from '../src/settlement/refusal-store.js';
 import { newSettlementStats } from '../src/settlement/stats.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
@@ -177,8 +177,7 @@ describe('duplicates', () => {
         {
           consumer: () => js.consumers.get(names.stream, names.durable),
           ledger: r.app.settlement.ledger,
-          refunds: new RedisRefundStore(r.app.redis, r.namespace),
-          signals: { stockReturned: () => {}, onStockReturned: () => () => {} },
+          refusals: new RedisRefusalStore(r.app.redis, r.namespace),
           compensationsInFlight: (c) => r.app.settlement.inFlight.compensationsInFlight(c),
           stats,
         },
@@ -225,10 +224,10 @@ describe('duplicates', () => {
 });
 
 describe('anomalies', () => {
-  it('when MySQL cannot cover settled deductions, then they are recorded as anomalies, Redis gets the units back, and Reconcile shows it', async () => {
+  it('when MySQL cannot cover settled deductions, then they are oversold anomalies: never back on sale, Redis repaired down to the bound, Compensate still answers', async () => {
     const id = uniqueId();
     await a.client.createCoupon({ couponId: id, totalStock: 10n, shardCount: 2 });
-    // MySQL believes only 2 units are left (written behind the service's back).
+    // MySQL believes only 2 units are left (written behind the service's back): Redis holds 8 too many.
     await a.app.orm.em.fork().execute('update coupon set settled_remaining = 2 where id = ?', [id]);
     const rids = ['x-1', 'x-2', 'x-3', 'x-4', 'x-5'];
     for (const rid of rids)
@@ -237,17 +236,32 @@ describe('anomalies', () => {
     const f = await waitFor(
       'three anomalies',
       () => ledgerFigures(a.app, id),
-      (x) => x.anomalies.filter((n) => n.refunded).length === 3,
+      (x) => x.anomalies.length === 3,
     );
     expect(f.deductRows).toBe(2);
     expect(f.remaining).toBe(0);
     expect(f.anomalies.map((n) => [n.reason, n.quantity, n.refunded])).toEqual(
-      new Array(3).fill(['insufficient_settled_remaining', 1, true]),
+      new Array(3).fill(['insufficient_settled_remaining', 1, false]),
     );
-    // The three refused units are back in Redis, and its net counter no longer counts them.
-    const s = await shardState(a.app, id);
-    expect(s.available).toBe(10 - 5 + 3);
-    expect(s.net).toBe(2);
+    expect(a.app.settlement.stats.settle.oversoldUnits + b.app.settlement.stats.settle.oversoldUnits).toBe(3);
+    // The refusals asked for a repair: the 5 units Redis still held beyond MySQL's 0 are taken away, nothing
+    // was put back on sale, and the REPAIR row says so.
+    const s = await waitFor(
+      'the repair',
+      () => shardState(a.app, id),
+      (x) => x.available === 0,
+    );
+    expect(s.net).toBe(5);
+    const repairs = await a.app.orm.em
+      .fork()
+      .execute<{ quantity: number; reason: string }[]>(
+        `select quantity, reason from stock_ledger where coupon_id = ? and kind = 'REPAIR'`,
+        [id],
+      );
+    expect(repairs.reduce((sum, r) => sum + Number(r.quantity), 0)).toBe(-5);
+    expect(repairs[0]!.reason).toContain('lowered a surplus of 5');
+    // Sold out now: a new buyer cannot take a unit MySQL does not have.
+    expect((await a.client.deduct({ couponId: id, requestId: 'x-6', quantity: 1n })).outcome).toBe(DeductOutcome.SOLD_OUT);
     const rec = await waitFor(
       'the stream to drain',
       () => a.client.reconcile({ couponId: id }),
@@ -258,18 +272,23 @@ describe('anomalies', () => {
       anomalyUnits: 3n,
       ledgerDeducted: 2n,
       settledRemaining: 0n,
-      redisAvailable: 8n,
+      redisAvailable: 0n,
       inFlightNet: 0n,
       ledgerDrift: -8n,
-      redisDrift: 8n,
-      consistent: false,
+      redisDrift: 0n,
     });
-    // A refused deduction is closed in Redis: compensating it gives nothing back a second time.
+    // The caller of a refused deduction can still compensate it; its units do not go back on sale.
     const refusedRequest = f.anomalies[0]!.eventId.split(':').pop()!;
     expect((await a.client.compensate({ couponId: id, requestId: refusedRequest, reason: 'late cancel' })).outcome).toBe(
-      CompensateOutcome.ALREADY_COMPENSATED,
+      CompensateOutcome.COMPENSATED,
     );
-    expect((await shardState(a.app, id)).available).toBe(8);
+    expect((await shardState(a.app, id)).available).toBe(0);
+    const after = await waitFor(
+      'the compensation to settle',
+      () => a.client.reconcile({ couponId: id }),
+      (x) => x.jetstreamPending === 0n && x.outboxEvents === 0n,
+    );
+    expect(after).toMatchObject({ redisAvailable: 0n, redisDrift: 0n, settledRemaining: 0n });
   });
 
   it('when a message is unparsable or names an unknown coupon, then after bounded redeliveries it becomes an anomaly and does not block other events', async () => {

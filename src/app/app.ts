@@ -11,7 +11,7 @@ import { CompensateService } from '../domain/compensate.js';
 import { CouponCatalog } from '../domain/coupon-catalog.js';
 import { DeductService } from '../domain/deduct.js';
 import { MoveSweeper } from '../domain/move-sweeper.js';
-import type { CouponRepository, InFlightCounter, StockStore } from '../domain/ports.js';
+import type { CouponRepository, StockStore } from '../domain/ports.js';
 import { ShardReloader } from '../domain/shard-reloader.js';
 import { SoldOutCache } from '../domain/sold-out-cache.js';
 import { NatsStockSignals } from '../nats/stock-signals.js';
@@ -145,10 +145,9 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
   );
 
   // Settlement (outbox -> JetStream -> MySQL): its in-flight count also tells a shard reload what is still on its way.
-  const settlement = new Settlement({ config, redis, nats, orm, signals, replicaAck, log });
-  const inFlight: InFlightCounter = settlement.inFlight;
-  const reloader = new ShardReloader(guardedStore, repo, inFlight, (couponId, shard, units) =>
-    log.warn({ couponId, shard, units }, 'reloaded a missing shard from MySQL'),
+  const settlement = new Settlement({ config, redis, nats, orm, signals, stock: guardedStore, replicaAck, log });
+  const reloader = new ShardReloader(settlement.recovery, (couponId, shards, units) =>
+    log.warn({ couponId, shards, units }, 'rebuilt missing shards from MySQL and the events in flight'),
   );
   const admin = new CouponAdmin({
     repo,
@@ -249,7 +248,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     );
   }
 
-  await settlement.start({ activeCoupons: () => catalog.active(), reloader });
+  await settlement.start({ activeCoupons: () => catalog.active() });
 
   log.info(
     { grpc: config.grpcAddr, grpcPort: grpc.port, http: config.httpAddr, httpPort: http.port, ackLevel: config.ackLevel },

@@ -22,10 +22,16 @@ export const CouponRow = defineEntity({
     createdAt: p.datetime().length(3),
     updatedAt: p.datetime().length(3),
     version: p.integer().version(),
+    /** Recovery lease (src/recovery): who holds it and until when (ms since epoch); never bumps version. */
+    recoveryOwner: p.string().length(128).nullable(),
+    recoveryUntil: p.bigint('number').nullable(),
+    /** Recoveries completed on this coupon. */
+    recoveryEpoch: p.integer().default(0),
   },
 });
 
-export const LedgerKinds = ['DEDUCT', 'COMPENSATE', 'RESTOCK'] as const;
+/** REPAIR: a recovery or repair changed Redis (quantity = units added, negative when taken; reason says why). */
+export const LedgerKinds = ['DEDUCT', 'COMPENSATE', 'RESTOCK', 'REPAIR'] as const;
 export type LedgerKind = (typeof LedgerKinds)[number];
 
 export const LedgerRow = defineEntity({

@@ -4,6 +4,7 @@ import type { StockChanges, StockSignals, StockStore } from './ports.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
+import { paused } from './deduct.js';
 import { claimShard, homeShard, shardRef } from './routing.js';
 import * as v from './validate.js';
 
@@ -59,6 +60,9 @@ export class CompensateService {
           return { outcome: 'not_deducted', remaining: 0 };
         case 'missing':
           await this.reloader.reload(coupon, home);
+          break;
+        case 'paused':
+          throw paused(couponId, r.waitMs);
       }
     }
     throw new DomainError('unavailable', `shard ${home} of coupon ${couponId} could not be reloaded; retry`);

@@ -38,6 +38,8 @@ export interface DeductStats {
 /** Enough rounds for thousands of callers racing for the last units; each round either lands units on the
  * home shard or sees the coupon empty. */
 const MAX_ROUNDS = 24;
+/** How long a call waits for a paused (recovering) coupon before answering UNAVAILABLE with a retry-after. */
+const PAUSE_PATIENCE_MS = 500;
 
 export class DeductService {
   readonly stats: DeductStats = { fallbacks: 0, moves: 0, movedUnits: 0, soldOutFastPath: 0, reloads: 0 };
@@ -90,6 +92,7 @@ export class DeductService {
     const req = { requestId, userId, quantity, perUserLimit: limit };
     let credits: Credit[] = [];
     let moved: { source: number; moveId: string }[] = [];
+    let pausedFor = 0;
     for (let round = 0; round < MAX_ROUNDS; round++) {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
@@ -97,6 +100,14 @@ export class DeductService {
       if (r.kind === 'missing') {
         this.stats.reloads++;
         await this.reloader.reload(coupon, home);
+        continue;
+      }
+      if (r.kind === 'paused') {
+        // A recovery usually ends within tens of milliseconds: wait it out for a while before refusing.
+        if (pausedFor >= PAUSE_PATIENCE_MS) throw paused(couponId, r.waitMs);
+        const wait = Math.min(r.waitMs, 50);
+        pausedFor += wait;
+        await sleep(wait);
         continue;
       }
       if (moved.length > 0) {
@@ -165,6 +176,8 @@ export class DeductService {
           this.reloader.reload(coupon, index).catch((err) => this.onError('reload', err));
           return;
         }
+        // Being recovered: its units are counted by the recovery; the other sources or a later round serve.
+        if (taken === 'paused') return;
         if (taken > 0) {
           this.stats.moves++;
           this.stats.movedUnits += taken;
@@ -199,6 +212,12 @@ export function pickSources(levels: ShardLevel[], home: number, need: number): {
     left -= want;
   }
   return plan;
+}
+
+export function paused(couponId: string, waitMs: number): DomainError {
+  return new DomainError('unavailable', `coupon ${couponId} is paused while its stock is recovered; retry with the same request_id`, {
+    retryAfterMs: Math.max(50, Math.min(waitMs, 1000)),
+  });
 }
 
 function conflict(requestId: string, field: 'user_id' | 'quantity', recorded: string): DomainError {

@@ -27,7 +27,8 @@ export class MoveSweeper {
           await this.reloader.reload(coupon, m.target);
           r = await this.store.credit(target, `M:${m.moveId}`, m.quantity);
         }
-        if (r === 'missing') continue;
+        // Missing still, or paused by a recovery: the next sweep finishes it.
+        if (r === 'missing' || r === 'paused') continue;
         await this.store.ackMove(source, m.moveId);
         done++;
       }

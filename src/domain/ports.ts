@@ -39,13 +39,15 @@ export type DeductScriptResult =
   | { kind: 'short'; available: number }
   | { kind: 'user_limit'; held: number }
   | { kind: 'conflict'; field: 'user_id' | 'quantity'; recorded: string }
-  | { kind: 'missing' };
+  | { kind: 'missing' }
+  | { kind: 'paused'; waitMs: number };
 
 export type CompensateScriptResult =
   | { kind: 'compensated'; remaining: number; quantity: number }
   | { kind: 'already'; remaining: number }
   | { kind: 'not_deducted' }
-  | { kind: 'missing' };
+  | { kind: 'missing' }
+  | { kind: 'paused'; waitMs: number };
 
 export interface ShardLevel {
   index: number;
@@ -78,10 +80,11 @@ export interface StockStore {
     requestId: string,
   ): Promise<{ userId: string; quantity: number; remaining: number; compensated: boolean } | null>;
   probe(shards: ShardRef[]): Promise<ShardLevel[]>;
-  moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing'>;
+  /** 'paused': the coupon is being recovered; take from elsewhere or wait. */
+  moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing' | 'paused'>;
   ackMove(source: ShardRef, moveId: string): Promise<boolean>;
-  /** netDelta: added to the shard's net counter (-quantity for a refund of a refused deduction). */
-  credit(shard: ShardRef, creditId: string, quantity: number, netDelta?: number): Promise<'applied' | 'already' | 'missing'>;
+  /** 'paused': a recovery holds the coupon; it settles what this credit was for, so retry later. */
+  credit(shard: ShardRef, creditId: string, quantity: number): Promise<'applied' | 'already' | 'missing' | 'paused'>;
   pendingMoves(shard: ShardRef): Promise<PendingMove[]>;
 }
 
@@ -127,7 +130,39 @@ export interface ClusterTopology {
   slotOwners(): ReadonlyArray<ReadonlyArray<string> | undefined>;
 }
 
-/** Net units of one coupon's events not settled in MySQL yet (outbox + JetStream), for reloading a lost shard. */
+/** Net units of one coupon's events not settled in MySQL yet (outbox + JetStream). */
 export interface InFlightCounter {
   inFlightNet(couponId: string): Promise<number>;
+}
+
+export interface RecoveryReport {
+  couponId: string;
+  /** Shards found missing and rebuilt. */
+  rebuiltShards: number[];
+  /** Units put into rebuilt shards. */
+  loadedUnits: number;
+  /** Units taken away from shards that held more than the bound allows (negative or zero). */
+  loweredUnits: number;
+  /** Units added to live shards that held less than the bound (repair with restore only). */
+  restoredUnits: number;
+  /** Request records, user counts and claims written back for rebuilt shards. */
+  restoredRecords: number;
+  restoredUsers: number;
+  /** Restocks committed in MySQL whose shares the recovery credited or accounted for. */
+  finishedRestocks: number;
+  /** MySQL remaining minus net units in flight, as of the pause: what the shards may hold at most. */
+  bound: number;
+  /** What the shards held (available + in transit) before and after. */
+  heldBefore: number;
+  heldAfter: number;
+  pausedMs: number;
+}
+
+export type RecoveryOutcome = { kind: 'done'; report: RecoveryReport } | { kind: 'busy'; retryAfterMs: number };
+
+/** Brings a coupon's shards back within the bound (MySQL remaining minus what is in flight) from one
+ * consistent moment: one holder at a time per coupon, the coupon paused on every instance meanwhile.
+ * restore: also add units a live shard lost (a repair); rebuilding missing shards happens either way. */
+export interface CouponRecovery {
+  recover(couponId: string, reason: string, options?: { restore?: boolean }): Promise<RecoveryOutcome>;
 }

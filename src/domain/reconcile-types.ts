@@ -1,3 +1,5 @@
+import type { RecoveryReport } from './ports.js';
+
 // What a reconciliation reports for one coupon (see src/settlement/reconciler.ts for how it is computed).
 export interface Reconciliation {
   couponId: string;
@@ -17,4 +19,6 @@ export interface Reconciliation {
   redisDrift: number;
   consistent: boolean;
   checkedAt: Date;
+  /** Present when a repair ran first. */
+  repair?: RecoveryReport | undefined;
 }

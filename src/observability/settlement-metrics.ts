@@ -17,6 +17,16 @@ export interface SettlementFigures {
   reconcileDriftUnits: number;
   /** Coupons found inconsistent at the last reconcile. */
   reconcileInconsistent: number;
+  /** Units of deductions settlement refused since start: sold beyond MySQL's record (oversold). */
+  oversoldUnits: number;
+  /** Coupon recoveries and repairs this instance ran since start, and what they changed in Redis. */
+  recoveries: number;
+  recoveryRebuiltShards: number;
+  recoveryLoadedUnits: number;
+  recoveryLoweredUnits: number;
+  recoveryRestoredUnits: number;
+  /** How long the coupon was paused by this instance's last recovery. */
+  recoveryLastPausedSeconds: number;
 }
 
 const GAUGES: Record<keyof SettlementFigures, [string, string]> = {
@@ -29,6 +39,16 @@ const GAUGES: Record<keyof SettlementFigures, [string, string]> = {
     'Units by which Redis and MySQL plus in-flight events disagree, at the last reconcile',
   ],
   reconcileInconsistent: ['shardstock_reconcile_inconsistent_coupons', 'Coupons found inconsistent at the last reconcile'],
+  oversoldUnits: ['shardstock_oversold_units', 'Units of deductions settlement refused since start (sold beyond the MySQL record)'],
+  recoveries: ['shardstock_recoveries', 'Coupon recoveries and repairs run by this instance since start'],
+  recoveryRebuiltShards: ['shardstock_recovery_rebuilt_shards', 'Lost shards rebuilt by this instance since start'],
+  recoveryLoadedUnits: ['shardstock_recovery_loaded_units', 'Units put into rebuilt shards by this instance since start'],
+  recoveryLoweredUnits: [
+    'shardstock_recovery_lowered_units',
+    'Surplus units taken out of Redis by recoveries of this instance since start',
+  ],
+  recoveryRestoredUnits: ['shardstock_recovery_restored_units', 'Lost units given back to Redis by repairs of this instance since start'],
+  recoveryLastPausedSeconds: ['shardstock_recovery_last_paused_seconds', 'How long the last recovery of this instance paused its coupon'],
 };
 
 /** Registers the settlement gauges; `read` is called at most once per scrape (fields it leaves out read 0). */

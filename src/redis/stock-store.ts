@@ -100,6 +100,7 @@ export class RedisStockStore implements StockStore {
     if (code === -2) return { kind: 'user_limit', held: Number(r[1]) };
     if (code === -3) return { kind: 'conflict', field: r[1] === 'user_id' ? 'user_id' : 'quantity', recorded: String(r[2] ?? '') };
     if (code === -4) return { kind: 'missing' };
+    if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
     throw new Error(`deduct-5.lua returned unknown code ${code}`);
   }
 
@@ -126,6 +127,7 @@ export class RedisStockStore implements StockStore {
     if (code === 2) return { kind: 'already', remaining: Number(r[1]) };
     if (code === 3) return { kind: 'not_deducted' };
     if (code === -4) return { kind: 'missing' };
+    if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
     throw new Error(`compensate-4.lua returned unknown code ${code}`);
   }
 
@@ -160,11 +162,12 @@ export class RedisStockStore implements StockStore {
     );
   }
 
-  async moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing'> {
+  async moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing' | 'paused'> {
     const k = this.keys(source);
     const owner = this.beforeWrite(k.shard);
     const taken = Number(await this.moveOutScript(k.shard, k.moves, moveId, target, want, Date.now()));
     if (taken === -4) return 'missing';
+    if (taken === -5) return 'paused';
     // A move out of a shard is a write that must survive a failover as much as the deduction it feeds.
     if (taken > 0) await this.replicated(k.shard, owner);
     return taken;
@@ -175,12 +178,13 @@ export class RedisStockStore implements StockStore {
     return Number(await this.moveAckScript(k.shard, k.moves, moveId)) === 1;
   }
 
-  async credit(shard: ShardRef, creditId: string, quantity: number, netDelta = 0): Promise<'applied' | 'already' | 'missing'> {
+  async credit(shard: ShardRef, creditId: string, quantity: number): Promise<'applied' | 'already' | 'missing' | 'paused'> {
     const k = this.keys(shard);
     const owner = this.beforeWrite(k.shard);
-    const r = (await this.creditScript(k.shard, k.credits, creditId, quantity, Date.now(), CREDIT_RETENTION_MS, netDelta)) as Reply;
+    const r = (await this.creditScript(k.shard, k.credits, creditId, quantity, Date.now(), CREDIT_RETENTION_MS)) as Reply;
     const code = Number(r[0]);
     if (code === -4) return 'missing';
+    if (code === -5) return 'paused';
     await this.replicated(k.shard, owner);
     return code === 1 ? 'applied' : 'already';
   }

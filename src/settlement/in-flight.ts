@@ -1,7 +1,7 @@
 // What Redis has applied and MySQL has not settled yet, for one coupon: the events in its shards' outboxes
 // plus its unsettled JetStream messages, each counted once by event id (an event is in both between its
 // publish and its XDEL), minus those already in the ledger (settled, not acked yet) and refused deductions
-// whose units are already back in Redis.
+// with their compensations (MySQL never applies them).
 //
 // Read order matters for a live coupon: Redis first, then JetStream, then MySQL, so an event moving along the
 // pipeline while it is counted is seen at least once and never counted as both settled and in flight.
@@ -46,11 +46,11 @@ export class InFlight implements InFlightCounter {
     return [...all.values()];
   }
 
-  static figures(s: InFlightSnapshot, view: Pick<ReconcileView, 'settled' | 'refunded'>): InFlightFigures {
+  static figures(s: InFlightSnapshot, view: Pick<ReconcileView, 'settled' | 'refused'>): InFlightFigures {
     let net = 0;
     for (const e of InFlight.candidates(s)) {
       const id = eventId(e);
-      if (!view.settled.has(id) && !view.refunded.has(id)) net += signedQuantity(e);
+      if (!view.settled.has(id) && !view.refused.has(id)) net += signedQuantity(e);
     }
     return { net, outboxEvents: s.outbox.size, jetstreamPending: s.jetstream.size };
   }

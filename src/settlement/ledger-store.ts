@@ -14,7 +14,8 @@ import { toCoupon } from '../db/coupon-repository.js';
 
 /** Anomaly reasons, as stored in settlement_anomaly.reason. */
 export const ANOMALY = {
-  /** MySQL's settled remaining could not cover the deduction; its units went back to Redis. */
+  /** MySQL's settled remaining could not cover the deduction: the unit was sold beyond the record (oversold).
+   * It stays sold in Redis (never put back on sale); the coupon is then repaired down to the bound. */
   refused: 'insufficient_settled_remaining',
   /** A compensation of a deduction that was refused: nothing left to settle. */
   ofRefused: 'compensates_refused_deduction',
@@ -27,7 +28,7 @@ export interface BatchResult<T> {
   coupon: Coupon | null;
   plan: Plan<T>;
   /** Held deductions refused in this transaction (refuseHeld), and earlier refused ones delivered again:
-   * their units must (still) go back to Redis. */
+   * each must (still) be marked refused in Redis. */
   refused: Planned<T>[];
   /** OptimisticLockError (or a concurrent insert) made the transaction start over this many times. */
   retries: number;
@@ -46,8 +47,9 @@ export interface ReconcileView {
   anomalyUnits: number;
   /** Of the candidate events: those with a ledger row. */
   settled: Set<string>;
-  /** Of the candidate events: refused deductions whose units are back in Redis. */
-  refunded: Set<string>;
+  /** Of the candidate events: refused deductions, and compensations of refused deductions. Neither is in
+   * flight: MySQL will never apply them, and Redis already holds their final effect. */
+  refused: Set<string>;
 }
 
 class ConcurrentInsert extends Error {
@@ -178,11 +180,6 @@ export class LedgerStore {
     return { coupon: toCoupon(row), plan, refused };
   }
 
-  async markRefunded(eventIds: string[]): Promise<void> {
-    if (eventIds.length === 0) return;
-    await this.orm.em.fork().nativeUpdate(AnomalyRow, { eventId: { $in: eventIds } }, { refunded: true });
-  }
-
   async noteAnomaly(eventIdValue: string, detail: string): Promise<void> {
     await this.orm.em.fork().nativeUpdate(AnomalyRow, { eventId: eventIdValue }, { detail: detail.slice(0, 10_000) });
   }
@@ -236,7 +233,7 @@ export class LedgerStore {
         anomalyUnits = Number(a?.q ?? 0);
       }
       const settled = new Set<string>();
-      const refunded = new Set<string>();
+      const refused = new Set<string>();
       for (const ids of chunks([...new Set(candidates.map((e) => e.requestId))])) {
         for (const l of await em.find(
           LedgerRow,
@@ -246,15 +243,15 @@ export class LedgerStore {
           settled.add(eventId({ kind: l.kind === 'DEDUCT' ? 'D' : 'C', couponId, requestId: l.requestId }));
         }
       }
-      for (const ids of chunks(candidates.filter((e) => e.kind === 'D').map(eventId))) {
-        for (const r of await em.find(
-          AnomalyRow,
-          { eventId: { $in: ids }, reason: ANOMALY.refused, refunded: true },
-          { fields: ['eventId'] },
-        ))
-          refunded.add(r.eventId);
+      const deductionIds = new Map(candidates.map((e) => [eventId({ ...e, kind: 'D' }), e]));
+      for (const ids of chunks([...deductionIds.keys()])) {
+        for (const r of await em.find(AnomalyRow, { eventId: { $in: ids }, reason: ANOMALY.refused }, { fields: ['eventId'] })) {
+          const e = deductionIds.get(r.eventId)!;
+          refused.add(r.eventId);
+          refused.add(eventId({ ...e, kind: 'C' }));
+        }
       }
-      return { coupon: toCoupon(row), sums: totals, anomalies, anomalyUnits, settled, refunded };
+      return { coupon: toCoupon(row), sums: totals, anomalies, anomalyUnits, settled, refused };
     });
   }
 

@@ -8,8 +8,8 @@
 //
 // The three systems cannot be read at one instant: on a coupon under load a non-zero drift can be a
 // snapshot artefact, which is why the periodic reconciler only complains about drift that persists.
-import { notFound } from '../domain/errors.js';
-import type { Coupon } from '../domain/ports.js';
+import { DomainError, notFound } from '../domain/errors.js';
+import type { Coupon, CouponRecovery, RecoveryReport } from '../domain/ports.js';
 import type { Reconciliation } from '../domain/reconcile-types.js';
 import * as v from '../domain/validate.js';
 import type { Logger } from '../util/logger.js';
@@ -21,12 +21,23 @@ export class Reconciler {
   constructor(
     private readonly ledger: LedgerStore,
     private readonly inFlight: InFlight,
+    private readonly recovery?: CouponRecovery,
   ) {}
 
-  async reconcile(couponIdRaw: string): Promise<Reconciliation> {
+  /** repair: first bring Redis back to the bound (rebuild, lower a surplus, restore lost units). */
+  async reconcile(couponIdRaw: string, options: { repair?: boolean } = {}): Promise<Reconciliation> {
     const couponId = v.couponId(couponIdRaw);
     const coupon = await this.ledger.find(couponId);
     if (!coupon) throw notFound(`coupon ${couponId} does not exist`);
+    let repair: RecoveryReport | undefined;
+    if (options.repair) {
+      if (!this.recovery) throw new DomainError('unimplemented', 'repair is not served by this instance');
+      const r = await this.recovery.recover(couponId, 'reconcile repair', { restore: true });
+      if (r.kind === 'busy') {
+        throw new DomainError('unavailable', `coupon ${couponId} is being recovered right now; retry`, { retryAfterMs: r.retryAfterMs });
+      }
+      repair = r.report;
+    }
     const snap = await this.inFlight.snapshot(coupon);
     const view = await this.ledger.reconcileView(couponId, InFlight.candidates(snap));
     if (!view) throw notFound(`coupon ${couponId} does not exist`);
@@ -58,6 +69,7 @@ export class Reconciler {
       redisDrift,
       consistent: ledgerDrift === 0 && redisDrift === 0,
       checkedAt: new Date(),
+      repair,
     };
   }
 }

@@ -6,8 +6,11 @@ import type { Cluster } from 'ioredis';
 import type { MikroORM } from '@mikro-orm/mysql';
 import { Periodic } from '../app/periodic.js';
 import type { Config } from '../config.js';
-import type { Coupon, StockSignals } from '../domain/ports.js';
-import type { ShardReloader } from '../domain/shard-reloader.js';
+import type { Coupon, StockSignals, StockStore } from '../domain/ports.js';
+import { RecoveryRepository } from '../db/recovery-repository.js';
+import { CouponRecoveryService } from '../recovery/coupon-recovery.js';
+import { RepairScheduler } from '../recovery/repair-scheduler.js';
+import { RedisRecoveryStore } from '../redis/recovery-store.js';
 import type { ReplicaAck } from '../redis/replica-ack.js';
 import type { Logger } from '../util/logger.js';
 import { InFlight } from './in-flight.js';
@@ -17,7 +20,7 @@ import { OrphanRepair } from './orphan-repair.js';
 import { OutboxStreams } from './outbox.js';
 import { JetStreamPublisher } from './publisher.js';
 import { PeriodicReconciler, Reconciler } from './reconciler.js';
-import { RedisRefundStore } from './refund-store.js';
+import { RedisRefusalStore } from './refusal-store.js';
 import { Relay } from './relay.js';
 import { Settler } from './settler.js';
 import { newSettlementStats, type SettlementStats } from './stats.js';
@@ -28,6 +31,8 @@ export interface SettlementDeps {
   nats: NatsConnection;
   orm: MikroORM;
   signals: StockSignals;
+  /** What a recovery needs of the stock store: pending moves, and preheating a coupon CreateCoupon left half done. */
+  stock: Pick<StockStore, 'pendingMoves' | 'initShard'>;
   replicaAck?: ReplicaAck | undefined;
   log: Logger;
 }
@@ -35,7 +40,6 @@ export interface SettlementDeps {
 export interface SettlementWorkersDeps {
   /** Coupons this instance serves (its catalog). */
   activeCoupons(): Coupon[];
-  reloader: ShardReloader;
 }
 
 /** Coupons created or settled within this window are checked for outbox entries nobody relays. */
@@ -50,6 +54,8 @@ export class Settlement {
   readonly stream: SettlementStreamReader;
   readonly inFlight: InFlight;
   readonly reconciler: Reconciler;
+  readonly recovery: CouponRecoveryService;
+  readonly repairs: RepairScheduler;
   relay: Relay | undefined;
   settler: Settler | undefined;
   periodicReconciler: PeriodicReconciler | undefined;
@@ -62,7 +68,20 @@ export class Settlement {
     this.outbox = new OutboxStreams(d.redis, d.config.namespace, d.config.instanceId);
     this.stream = new SettlementStreamReader(d.nats, this.names);
     this.inFlight = new InFlight(this.ledger, this.outbox, this.stream);
-    this.reconciler = new Reconciler(this.ledger, this.inFlight);
+    this.recovery = new CouponRecoveryService(
+      {
+        repo: this.ledger,
+        recoveryRepo: new RecoveryRepository(d.orm),
+        store: new RedisRecoveryStore(d.redis, d.config.namespace, d.replicaAck),
+        stock: d.stock,
+        inFlight: this.inFlight,
+        ledger: this.ledger,
+        log: d.log,
+      },
+      { instanceId: d.config.instanceId, idempotencyWindowS: d.config.idempotencyWindowS },
+    );
+    this.repairs = new RepairScheduler(this.recovery, 500, d.log);
+    this.reconciler = new Reconciler(this.ledger, this.inFlight, this.recovery);
   }
 
   async start(w: SettlementWorkersDeps): Promise<void> {
@@ -87,9 +106,8 @@ export class Settlement {
         {
           consumer: () => js.consumers.get(this.names.stream, this.names.durable),
           ledger: this.ledger,
-          refunds: new RedisRefundStore(this.d.redis, config.namespace, this.d.replicaAck),
-          reloader: w.reloader,
-          signals: this.d.signals,
+          refusals: new RedisRefusalStore(this.d.redis, config.namespace, this.d.replicaAck),
+          repair: (couponId, why) => this.repairs.request(couponId, why),
           compensationsInFlight: (coupon) => this.inFlight.compensationsInFlight(coupon),
           stats: this.stats.settle,
           log,
@@ -144,6 +162,13 @@ export class Settlement {
       reconcileDriftUnits: driftUnits,
       reconcileInconsistent: inconsistent,
       anomalies: this.stats.settle.anomalies,
+      oversoldUnits: this.stats.settle.oversoldUnits,
+      recoveries: this.recovery.stats.recoveries,
+      recoveryRebuiltShards: this.recovery.stats.rebuiltShards,
+      recoveryLoadedUnits: this.recovery.stats.loadedUnits,
+      recoveryLoweredUnits: this.recovery.stats.loweredUnits,
+      recoveryRestoredUnits: this.recovery.stats.restoredUnits,
+      recoveryLastPausedSeconds: this.recovery.stats.lastPausedMs / 1000,
     };
   }
 
@@ -157,6 +182,7 @@ export class Settlement {
 
   /** Stops the workers; each finishes the batch it is on (acks included) first. */
   async stop(): Promise<void> {
+    this.repairs.stop();
     await Promise.all([this.relay?.stop(), this.settler?.stop(), ...this.periodic.map((p) => p.stop())]);
   }
 }

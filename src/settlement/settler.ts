@@ -4,20 +4,21 @@
 // ledger's unique key turns that second delivery into a no-op.
 //
 // Deductions MySQL cannot cover are held (redelivered with a delay) while anything else of the coupon is still
-// in flight, then refused: an anomaly row, the units back to the Redis shard, and only then the ack.
+// in flight, then refused: an anomaly row, the deduction marked refused in Redis (its units stay sold: the
+// record never had them, so putting them back on sale would sell them twice), a repair of the coupon asked
+// for (a refusal means Redis held more than the bound), and only then the ack.
 // Messages that cannot be settled at all (unparsable, unknown coupon) are redelivered a bounded number of
 // times with backoff and then recorded as anomalies, so they never block the stream.
 import type { Consumer } from 'nats';
-import type { Coupon, StockSignals } from '../domain/ports.js';
+import type { Coupon } from '../domain/ports.js';
 import { shardRef } from '../domain/routing.js';
-import type { ShardReloader } from '../domain/shard-reloader.js';
 import type { Logger } from '../util/logger.js';
 import { Stoppable } from './stoppable.js';
 import { decodeEvent, eventId, type SettlementEvent } from './event.js';
 import { Holds } from './holds.js';
 import { ACK_WAIT_MS } from './jetstream.js';
 import { ANOMALY, type LedgerStore } from './ledger-store.js';
-import type { RefundStore } from './refund-store.js';
+import type { RefusalStore } from './refusal-store.js';
 import type { Planned } from './settle-plan.js';
 import type { SettleStats } from './stats.js';
 
@@ -36,10 +37,9 @@ export interface SettlerOptions {
 export interface SettlerDeps {
   consumer: () => Promise<Consumer>;
   ledger: LedgerStore;
-  refunds: RefundStore;
-  /** Puts back a shard that vanished before its refund could land. */
-  reloader?: ShardReloader | undefined;
-  signals: StockSignals;
+  refusals: RefusalStore;
+  /** Asks for the coupon to be brought back within its bound (runs later, once per burst of refusals). */
+  repair?: ((couponId: string, why: string) => void) | undefined;
   /** Compensations of the coupon still on their way (event ids), or null when too much is in flight to tell. */
   compensationsInFlight(coupon: Coupon): Promise<Set<string> | null>;
   stats: SettleStats;
@@ -244,43 +244,30 @@ export class Settler {
 
   private async refundOrRetry(coupon: Coupon, i: Item): Promise<void> {
     try {
-      await this.refund(coupon, i);
+      await this.refuse(coupon, i);
     } catch (err) {
-      // The anomaly row is committed; the next delivery finds it and finishes the refund.
-      this.d.log?.warn({ err: (err as Error)?.message, eventId: eventId(i.event) }, 'settler: refund failed; retried on redelivery');
+      // The anomaly row is committed; the next delivery finds it and finishes marking the refusal.
+      this.d.log?.warn(
+        { err: (err as Error)?.message, eventId: eventId(i.event) },
+        'settler: refusal not marked in Redis; retried on redelivery',
+      );
       i.ref.nak(1000);
     }
   }
 
-  /** Units of a refused deduction go back to the shard that served it; the ack follows the refund. */
-  private async refund(coupon: Coupon, i: Item): Promise<void> {
+  /** A refused deduction stays sold; Redis learns it was refused so a Compensate does not put it on sale. */
+  private async refuse(coupon: Coupon, i: Item): Promise<void> {
     const e = i.event;
     const id = eventId(e);
-    if (e.shard >= coupon.shardCount) {
-      await this.d.ledger.noteAnomaly(id, `shard ${e.shard} does not exist on coupon ${coupon.id}: units not returned`);
-    } else {
-      const shard = shardRef(coupon, e.shard);
-      const limitedUser = coupon.perUserLimit > 0 ? e.userId : undefined;
-      let r = await this.d.refunds.refund(shard, `A:${id}`, e.requestId, e.quantity, limitedUser);
-      if (r === 'missing' && this.d.reloader) {
-        // The reload counts this deduction as still in flight (it is not in the ledger), so the refund on top is exact.
-        await this.d.reloader.reload(coupon, e.shard);
-        r = await this.d.refunds.refund(shard, `A:${id}`, e.requestId, e.quantity, limitedUser);
-      }
-      if (r === 'missing') throw new Error(`shard ${e.shard} of coupon ${coupon.id} is missing; refund of ${id} retried later`);
-      if (r === 'refunded' || r === 'already') await this.d.ledger.markRefunded([id]);
-      else await this.d.ledger.noteAnomaly(id, `a Compensate had already given the ${e.quantity} units back in Redis; nothing refunded`);
-      if (r === 'refunded') {
-        this.d.stats.refundedUnits += e.quantity;
-        this.d.signals.stockReturned(coupon.id);
-      }
-    }
+    if (e.shard < coupon.shardCount) await this.d.refusals.markRefused(shardRef(coupon, e.shard), e.requestId);
     this.d.stats.refused++;
     this.d.stats.anomalies++;
+    this.d.stats.oversoldUnits += e.quantity;
     this.d.log?.warn(
       { couponId: coupon.id, eventId: id, quantity: e.quantity },
-      'settlement refused a deduction: anomaly recorded, units returned to Redis',
+      'settlement refused a deduction: oversold unit recorded as an anomaly; coupon repair requested',
     );
+    this.d.repair?.(coupon.id, `settlement refused ${id}`);
     this.holds.release(e);
     i.ref.ack();
   }

@@ -25,8 +25,8 @@ export interface SettleStats {
   deferred: number;
   /** Deductions refused (anomaly rows written, units returned to Redis). */
   refused: number;
-  /** Units given back to Redis after a refusal. */
-  refundedUnits: number;
+  /** Units of refused deductions: sold beyond the record (oversold). */
+  oversoldUnits: number;
   /** Poison messages recorded as anomalies after their redeliveries. */
   poison: number;
   /** All anomaly rows this instance wrote. */
@@ -71,7 +71,7 @@ export function newSettlementStats(): SettlementStats {
       duplicates: 0,
       deferred: 0,
       refused: 0,
-      refundedUnits: 0,
+      oversoldUnits: 0,
       poison: 0,
       anomalies: 0,
       batches: 0,

@@ -57,7 +57,7 @@ export interface HandlerDeps {
   admin: CouponAdmin;
   deduct: DeductService;
   compensate: CompensateService;
-  reconcile?: { reconcile(couponId: string): Promise<Reconciliation> } | undefined;
+  reconcile?: { reconcile(couponId: string, options?: { repair?: boolean }): Promise<Reconciliation> } | undefined;
   watch?: { watch(couponId: string, minIntervalMs: number, signal: AbortSignal): AsyncIterable<StockLevel> } | undefined;
 }
 
@@ -144,7 +144,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
 
     async reconcile(req) {
       if (!d.reconcile) throw new DomainError('unimplemented', 'Reconcile is not served by this instance');
-      const r = await d.reconcile.reconcile(req.couponId);
+      const r = await d.reconcile.reconcile(req.couponId, { repair: req.repair });
       return create(ReconcileResponseSchema, {
         couponId: r.couponId,
         totalStock: BigInt(r.totalStock),
@@ -163,6 +163,15 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
         redisDrift: BigInt(r.redisDrift),
         consistent: r.consistent,
         checkedAt: timestampFromDate(r.checkedAt),
+        repair: r.repair && {
+          rebuiltShards: r.repair.rebuiltShards,
+          loadedUnits: BigInt(r.repair.loadedUnits),
+          loweredUnits: BigInt(r.repair.loweredUnits),
+          restoredUnits: BigInt(r.repair.restoredUnits),
+          restoredRecords: BigInt(r.repair.restoredRecords),
+          bound: BigInt(r.repair.bound),
+          pausedMs: BigInt(r.repair.pausedMs),
+        },
       });
     },
   };

@@ -1,0 +1,122 @@
+// The MySQL side of a coupon recovery: the per-coupon lease, restocks not yet credited to Redis, the ledger
+// rows a rebuilt shard's records and user counts come from, and the REPAIR rows that record what changed.
+import type { MikroORM } from '@mikro-orm/mysql';
+import { CouponRow, LedgerRow } from './entities.js';
+
+export interface LedgerDeduction {
+  requestId: string;
+  userId: string;
+  quantity: number;
+  shard: number;
+  occurredAt: number;
+}
+
+export class RecoveryRepository {
+  constructor(private readonly orm: MikroORM) {}
+
+  /** Takes the coupon's recovery lease unless another holder's is still running. */
+  async acquireLease(couponId: string, token: string, leaseMs: number): Promise<boolean> {
+    const now = Date.now();
+    const n = await this.orm.em
+      .fork()
+      .getConnection()
+      .execute(
+        'update coupon set recovery_owner = ?, recovery_until = ? where id = ? and (recovery_until is null or recovery_until < ? or recovery_owner = ?)',
+        [token, now + leaseMs, couponId, now, token],
+        'run',
+      );
+    return (n as unknown as { affectedRows: number }).affectedRows === 1;
+  }
+
+  async releaseLease(couponId: string, token: string, completed: boolean): Promise<void> {
+    await this.orm.em
+      .fork()
+      .getConnection()
+      .execute(
+        `update coupon set recovery_owner = null, recovery_until = null, recovery_epoch = recovery_epoch + ? where id = ? and recovery_owner = ?`,
+        [completed ? 1 : 0, couponId, token],
+        'run',
+      );
+  }
+
+  /** Restocks of one coupon committed in MySQL whose shards were not all credited yet. */
+  async unappliedRestocks(couponId: string): Promise<{ requestId: string; quantity: number }[]> {
+    const rows = await this.orm.em
+      .fork()
+      .find(LedgerRow, { couponId, kind: 'RESTOCK', redisApplied: false }, { fields: ['requestId', 'quantity'] });
+    return rows.map((r) => ({ requestId: r.requestId, quantity: Number(r.quantity) }));
+  }
+
+  async markRestocksApplied(couponId: string, requestIds: string[]): Promise<void> {
+    if (requestIds.length === 0) return;
+    await this.orm.em.fork().nativeUpdate(LedgerRow, { couponId, kind: 'RESTOCK', requestId: { $in: requestIds } }, { redisApplied: true });
+  }
+
+  /** Settled deductions since `sinceMs` and the request ids of settled compensations since then. */
+  async settledSince(couponId: string, sinceMs: number): Promise<{ deductions: LedgerDeduction[]; compensated: Set<string> }> {
+    const conn = this.orm.em.fork().getConnection();
+    const rows = await conn.execute<
+      {
+        request_id: string;
+        user_id: string | null;
+        quantity: string | number;
+        shard: number | null;
+        occurred_at: string | number;
+        kind: string;
+      }[]
+    >(
+      `select request_id, user_id, quantity, shard, occurred_at, kind from stock_ledger
+        where coupon_id = ? and kind in ('DEDUCT', 'COMPENSATE') and occurred_at >= ?`,
+      [couponId, sinceMs],
+    );
+    const deductions: LedgerDeduction[] = [];
+    const compensated = new Set<string>();
+    for (const r of rows) {
+      if (r.kind === 'COMPENSATE') compensated.add(r.request_id);
+      else
+        deductions.push({
+          requestId: r.request_id,
+          userId: r.user_id ?? '',
+          quantity: Number(r.quantity),
+          shard: r.shard ?? 0,
+          occurredAt: Number(r.occurred_at),
+        });
+    }
+    return { deductions, compensated };
+  }
+
+  /** Units each user holds of the coupon by the ledger: deducted minus compensated, over the coupon's life. */
+  async userHoldings(couponId: string): Promise<Map<string, number>> {
+    const rows = await this.orm.em
+      .fork()
+      .getConnection()
+      .execute<{ user_id: string; held: string | number }[]>(
+        `select user_id, sum(case when kind = 'DEDUCT' then quantity else -quantity end) as held from stock_ledger
+          where coupon_id = ? and kind in ('DEDUCT', 'COMPENSATE') and user_id is not null and user_id <> '' group by user_id`,
+        [couponId],
+      );
+    return new Map(rows.map((r) => [r.user_id, Number(r.held)]));
+  }
+
+  /** One REPAIR row: `units` added to Redis (negative: taken away), with the reason. */
+  async recordRepair(couponId: string, token: string, units: number, reason: string): Promise<void> {
+    const now = Date.now();
+    await this.orm.em.fork().insert(LedgerRow, {
+      couponId,
+      requestId: `repair:${token}`.slice(0, 128),
+      kind: 'REPAIR',
+      quantity: units,
+      userId: null,
+      shard: null,
+      reason: reason.slice(0, 256),
+      occurredAt: now,
+      settledAt: new Date(now),
+      redisApplied: true,
+    });
+  }
+
+  async epoch(couponId: string): Promise<number> {
+    const row = await this.orm.em.fork().findOne(CouponRow, { id: couponId }, { fields: ['recoveryEpoch'] });
+    return row?.recoveryEpoch ?? 0;
+  }
+}

@@ -1,0 +1,331 @@
+// Coupon-wide recovery: rebuilds lost shards and brings live ones back within the bound, from one moment.
+//
+//   lease (MySQL) → pause every live shard (Redis, server time) → credit restocks MySQL has and Redis lacks →
+//   read outbox + JetStream + ledger + coupon row (in that order) → plan (recovery-plan.ts) → rebuild missing
+//   shards (paused) with their request records, user counts and claims → adjust live shards → REPAIR ledger
+//   row → mark restocks applied → resume every shard → release the lease.
+//
+// While paused, every instance answers the coupon's Deduct/Compensate with UNAVAILABLE + retry-after: no unit
+// moves, so what is read is what is there. The lease lives in MySQL because it guards against the very Redis
+// data loss it repairs; the pause ends by itself if the holder dies, and a holder whose pause lapsed (read
+// with 'extend' before anything is written) starts over rather than write from a stale reading.
+import { randomUUID } from 'node:crypto';
+import type { RecoveryRepository } from '../db/recovery-repository.js';
+import { notFound } from '../domain/errors.js';
+import type { Coupon, CouponRecovery, CouponRepository, RecoveryOutcome, RecoveryReport, StockStore } from '../domain/ports.js';
+import { allShards, claimShard, homeShard, shardRef, splitEvenly } from '../domain/routing.js';
+import { PauseLost, type RedisRecoveryStore, type RestoredRecord } from '../redis/recovery-store.js';
+import { eventId } from '../settlement/event.js';
+import { InFlight } from '../settlement/in-flight.js';
+import type { LedgerStore } from '../settlement/ledger-store.js';
+import type { Logger } from '../util/logger.js';
+import { type LiveShard, planRecovery } from './recovery-plan.js';
+
+export interface CouponRecoveryOptions {
+  instanceId: string;
+  idempotencyWindowS: number;
+  /** How long one pause (and the lease) lasts before it must be extended. */
+  holdMs?: number;
+}
+
+export interface RecoveryStats {
+  recoveries: number;
+  rebuiltShards: number;
+  loadedUnits: number;
+  loweredUnits: number;
+  restoredUnits: number;
+  restoredRecords: number;
+  busy: number;
+  lastPausedMs: number;
+}
+
+export function newRecoveryStats(): RecoveryStats {
+  return {
+    recoveries: 0,
+    rebuiltShards: 0,
+    loadedUnits: 0,
+    loweredUnits: 0,
+    restoredUnits: 0,
+    restoredRecords: 0,
+    busy: 0,
+    lastPausedMs: 0,
+  };
+}
+
+const ATTEMPTS = 3;
+
+export class CouponRecoveryService implements CouponRecovery {
+  readonly stats = newRecoveryStats();
+  private readonly holdMs: number;
+
+  constructor(
+    private readonly d: {
+      repo: Pick<CouponRepository, 'find'>;
+      recoveryRepo: RecoveryRepository;
+      store: RedisRecoveryStore;
+      stock: Pick<StockStore, 'pendingMoves' | 'initShard'>;
+      inFlight: InFlight;
+      ledger: Pick<LedgerStore, 'reconcileView'>;
+      log?: Logger | undefined;
+    },
+    private readonly options: CouponRecoveryOptions,
+  ) {
+    this.holdMs = options.holdMs ?? 15_000;
+  }
+
+  async recover(couponId: string, reason: string, options: { restore?: boolean } = {}): Promise<RecoveryOutcome> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.once(couponId, reason, options.restore ?? false);
+      } catch (err) {
+        if (!(err instanceof PauseLost) || attempt >= ATTEMPTS) throw err;
+        this.d.log?.warn({ couponId, err: err.message, attempt }, 'recovery: pause lapsed; starting over');
+      }
+    }
+  }
+
+  private async once(couponId: string, reason: string, restore: boolean): Promise<RecoveryOutcome> {
+    const coupon = await this.d.repo.find(couponId);
+    if (!coupon) throw notFound(`coupon ${couponId} does not exist`);
+    const token = `${this.options.instanceId}:${randomUUID()}`;
+    if (!(await this.d.recoveryRepo.acquireLease(couponId, token, this.holdMs + 5000))) {
+      this.stats.busy++;
+      return { kind: 'busy', retryAfterMs: 500 };
+    }
+    const started = Date.now();
+    const shards = allShards(coupon);
+    let completed = false;
+    try {
+      const paused = await Promise.all(shards.map((s) => this.d.store.pause(s, token, this.holdMs, 'new')));
+      const busy = paused.find((p) => p.kind === 'busy');
+      if (busy) {
+        this.stats.busy++;
+        return { kind: 'busy', retryAfterMs: Math.min(1000, busy.kind === 'busy' ? busy.waitMs : 500) };
+      }
+      const live: LiveShard[] = [];
+      const missing: number[] = [];
+      paused.forEach((p, i) => {
+        if (p.kind === 'paused') live.push(p.shard);
+        else missing.push(i);
+      });
+
+      if (!coupon.preheated) {
+        // CreateCoupon has not finished preheating: a missing shard simply gets its initial split.
+        const split = splitEvenly(coupon.initialStock, coupon.shardCount);
+        for (const i of missing) await this.d.stock.initShard(shards[i]!, split[i]!);
+        completed = true;
+        return { kind: 'done', report: this.report(coupon, { missing, live, bound: coupon.initialStock, started }) };
+      }
+
+      // Restocks MySQL committed and Redis was not (all) credited with: finish them on the live shards now,
+      // and record them as applied on rebuilt ones (their stock is computed from MySQL, which has them).
+      const restocks = await this.d.recoveryRepo.unappliedRestocks(couponId);
+      const restockIds = restocks.map((r) => `R:${r.requestId}`);
+      for (const s of live) {
+        const credits = restocks
+          .map((r) => ({ id: `R:${r.requestId}`, quantity: splitEvenly(r.quantity, coupon.shardCount)[s.index]! }))
+          .filter((c) => c.quantity > 0);
+        if (credits.length === 0) continue;
+        const after = await this.d.store.adjust(shards[s.index]!, token, 0, credits);
+        s.available = after.available;
+      }
+
+      // Units of a move that already landed at its target are counted there, not as the source's transit.
+      for (const s of live) {
+        for (const m of await this.d.stock.pendingMoves(shards[s.index]!)) {
+          if (m.target < shards.length && (await this.d.store.landed(shards[m.target]!, `M:${m.moveId}`))) {
+            s.inTransit = Math.max(0, s.inTransit - m.quantity);
+          }
+        }
+      }
+
+      // Outbox (Redis) → JetStream → ledger and coupon row (MySQL): an event moving along while it is read is
+      // counted at least once and never both as settled and in flight.
+      const snap = await this.d.inFlight.snapshot(coupon);
+      const view = await this.d.ledger.reconcileView(couponId, InFlight.candidates(snap), false);
+      if (!view) throw notFound(`coupon ${couponId} does not exist`);
+      const flight = InFlight.figures(snap, view);
+      const bound = view.coupon.settledRemaining - flight.net;
+      const plan = planRecovery({
+        live,
+        missing,
+        bound,
+        netDeducted: view.coupon.totalStock - view.coupon.settledRemaining + flight.net,
+        restore,
+      });
+
+      // Nothing is written before we know the pause held the whole time we were reading.
+      for (const s of live) {
+        const p = await this.d.store.pause(shards[s.index]!, token, this.holdMs, 'extend');
+        if (p.kind !== 'paused') throw new PauseLost(`the pause on shard ${s.index} of coupon ${couponId} lapsed while it was read`);
+      }
+
+      let restoredRecords = 0;
+      let restoredUsers = 0;
+      for (const r of plan.rebuild) await this.d.store.rebuild(shards[r.index]!, token, this.holdMs, r.available, r.net, restockIds);
+      if (missing.length > 0) {
+        const restored = await this.restoreRecords(coupon, new Set(missing), InFlight.candidates(snap), view.refused);
+        restoredRecords = restored.records;
+        restoredUsers = restored.users;
+      }
+      let lowered = 0;
+      let restored = 0;
+      for (const a of plan.adjust) {
+        const r = await this.d.store.adjust(shards[a.index]!, token, a.delta, []);
+        if (r.applied < 0) lowered += r.applied;
+        else restored += r.applied;
+      }
+      const loaded = plan.rebuild.reduce((sum, r) => sum + r.available, 0);
+      const changed = loaded + lowered + restored;
+      if (missing.length > 0 || lowered !== 0 || restored !== 0) {
+        const why = [
+          reason,
+          missing.length > 0 ? `rebuilt shards ${missing.join(',')} with ${loaded} units` : '',
+          lowered !== 0 ? `lowered a surplus of ${-lowered}` : '',
+          restored !== 0 ? `restored ${restored} lost units` : '',
+          `bound ${bound}`,
+        ]
+          .filter(Boolean)
+          .join('; ');
+        await this.d.recoveryRepo.recordRepair(couponId, token, changed, why);
+      }
+      await this.d.recoveryRepo.markRestocksApplied(
+        couponId,
+        restocks.map((r) => r.requestId),
+      );
+      completed = true;
+
+      const report = this.report(coupon, {
+        missing,
+        live,
+        bound,
+        started,
+        plan,
+        loaded,
+        lowered,
+        restored,
+        restoredRecords,
+        restoredUsers,
+      });
+      report.finishedRestocks = restocks.length;
+      this.stats.recoveries++;
+      this.stats.rebuiltShards += missing.length;
+      this.stats.loadedUnits += loaded;
+      this.stats.loweredUnits += -lowered;
+      this.stats.restoredUnits += restored;
+      this.stats.restoredRecords += restoredRecords;
+      this.stats.lastPausedMs = report.pausedMs;
+      this.d.log?.warn({ ...report, reason }, 'recovery: coupon brought back within its bound');
+      return { kind: 'done', report };
+    } finally {
+      await Promise.all(shards.map((s) => this.d.store.resume(s, token).catch(() => false)));
+      await this.d.recoveryRepo.releaseLease(couponId, token, completed);
+    }
+  }
+
+  /** Request records, user counts and claims of the rebuilt shards, from the ledger and the events in flight. */
+  private async restoreRecords(
+    coupon: Coupon,
+    rebuilt: Set<number>,
+    inFlight: ReturnType<typeof InFlight.candidates>,
+    refused: Set<string>,
+  ) {
+    const windowS = this.options.idempotencyWindowS;
+    const since = Date.now() - windowS * 1000;
+    const { deductions, compensated } = await this.d.recoveryRepo.settledSince(coupon.id, since);
+    const byRequest = new Map<string, RestoredRecord & { shard: number }>();
+    for (const d of deductions) byRequest.set(d.requestId, { ...d, compensated: compensated.has(d.requestId) });
+    for (const e of inFlight) {
+      if (e.kind === 'D' && !refused.has(eventId(e)) && !byRequest.has(e.requestId)) {
+        byRequest.set(e.requestId, {
+          requestId: e.requestId,
+          userId: e.userId,
+          quantity: e.quantity,
+          shard: e.shard,
+          occurredAt: e.occurredAt,
+          compensated: false,
+        });
+      }
+    }
+    for (const e of inFlight) {
+      const rec = e.kind === 'C' ? byRequest.get(e.requestId) : undefined;
+      if (rec) rec.compensated = true;
+    }
+    const shards = allShards(coupon);
+    let records = 0;
+    const perShard = new Map<number, RestoredRecord[]>();
+    for (const rec of byRequest.values()) {
+      if (!rebuilt.has(rec.shard)) continue;
+      const list = perShard.get(rec.shard) ?? [];
+      list.push(rec);
+      perShard.set(rec.shard, list);
+    }
+    for (const [index, list] of perShard) records += await this.d.store.restoreRecords(shards[index]!, list, windowS);
+
+    let users = 0;
+    if (coupon.perUserLimit > 0) {
+      const held = await this.d.recoveryRepo.userHoldings(coupon.id);
+      for (const e of inFlight) {
+        if (!e.userId || refused.has(eventId(e))) continue;
+        held.set(e.userId, (held.get(e.userId) ?? 0) + (e.kind === 'D' ? e.quantity : -e.quantity));
+      }
+      const perUserShard = new Map<number, Map<string, number>>();
+      for (const [user, n] of held) {
+        const home = homeShard(coupon, '', user);
+        if (!rebuilt.has(home)) continue;
+        const m = perUserShard.get(home) ?? new Map<string, number>();
+        m.set(user, n);
+        perUserShard.set(home, m);
+        users++;
+      }
+      for (const [index, m] of perUserShard) await this.d.store.restoreUserCounts(shards[index]!, m);
+      const claims = new Map<number, { requestId: string; value: string; ttlS: number }[]>();
+      const now = Date.now();
+      for (const rec of byRequest.values()) {
+        const at = claimShard(coupon, rec.requestId);
+        if (!rebuilt.has(at)) continue;
+        const list = claims.get(at) ?? [];
+        list.push({
+          requestId: rec.requestId,
+          value: `${rec.userId}|${rec.quantity}`,
+          ttlS: Math.floor(windowS - (now - rec.occurredAt) / 1000),
+        });
+        claims.set(at, list);
+      }
+      for (const [index, list] of claims) await this.d.store.restoreClaims(shardRef(coupon, index), list);
+    }
+    return { records, users };
+  }
+
+  private report(
+    coupon: Coupon,
+    r: {
+      missing: number[];
+      live: LiveShard[];
+      bound: number;
+      started: number;
+      plan?: ReturnType<typeof planRecovery>;
+      loaded?: number;
+      lowered?: number;
+      restored?: number;
+      restoredRecords?: number;
+      restoredUsers?: number;
+    },
+  ): RecoveryReport {
+    const heldBefore = r.plan?.heldBefore ?? r.live.reduce((s, l) => s + l.available + l.inTransit, 0);
+    return {
+      couponId: coupon.id,
+      rebuiltShards: r.missing,
+      loadedUnits: r.loaded ?? 0,
+      loweredUnits: r.lowered ?? 0,
+      restoredUnits: r.restored ?? 0,
+      restoredRecords: r.restoredRecords ?? 0,
+      restoredUsers: r.restoredUsers ?? 0,
+      finishedRestocks: 0,
+      bound: r.bound,
+      heldBefore,
+      heldAfter: heldBefore + (r.loaded ?? 0) + (r.lowered ?? 0) + (r.restored ?? 0),
+      pausedMs: Date.now() - r.started,
+    };
+  }
+}

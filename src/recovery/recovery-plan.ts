@@ -1,0 +1,75 @@
+// What a recovery does to a paused coupon, decided without I/O from one consistent reading of it.
+//
+// The bound: the units the shards may hand out (available + in transit) are never more than MySQL's settled
+// remaining minus the net units still on their way to MySQL (outbox + JetStream, not yet settled). With the
+// coupon paused nothing sells or gives back while it is read, so the reading is one moment in time.
+//
+// - Missing shards are rebuilt with whatever the bound leaves after the live shards, split evenly.
+// - Live shards holding more than the bound give the surplus up (from available: units in transit are on
+//   their way to another shard), largest first.
+// - With `restore` (a repair), live shards holding less than the bound get the difference back: units a bug
+//   or a lost credit destroyed. A rebuild alone never adds to live shards.
+
+import { splitEvenly } from '../domain/routing.js';
+
+export interface LiveShard {
+  index: number;
+  available: number;
+  inTransit: number;
+  net: number;
+}
+
+export interface RecoveryInput {
+  live: LiveShard[];
+  missing: number[];
+  /** MySQL settled remaining minus net units in flight. */
+  bound: number;
+  /** Units the coupon has handed out net of give-backs, as Redis should count them: total − remaining + in flight. */
+  netDeducted: number;
+  restore: boolean;
+}
+
+export interface RecoveryPlan {
+  rebuild: { index: number; available: number; net: number }[];
+  /** Changes to live shards' available units (negative: taken away). */
+  adjust: { index: number; delta: number }[];
+  heldBefore: number;
+  /** Units the live shards hold above the bound that could not be taken (in transit): the bound is met again
+   * once those moves land and sell. 0 almost always. */
+  unreachableSurplus: number;
+}
+
+export function planRecovery(input: RecoveryInput): RecoveryPlan {
+  const bound = Math.max(0, input.bound);
+  const held = input.live.reduce((sum, s) => sum + s.available + s.inTransit, 0);
+  const plan: RecoveryPlan = { rebuild: [], adjust: [], heldBefore: held, unreachableSurplus: 0 };
+
+  if (held > bound) {
+    let surplus = held - bound;
+    const byAvailable = [...input.live].sort((a, b) => b.available - a.available || a.index - b.index);
+    for (const s of byAvailable) {
+      if (surplus === 0) break;
+      const take = Math.min(s.available, surplus);
+      if (take > 0) plan.adjust.push({ index: s.index, delta: -take });
+      surplus -= take;
+    }
+    plan.unreachableSurplus = surplus;
+  }
+
+  const room = Math.max(0, bound - held);
+  if (input.missing.length > 0) {
+    const split = splitEvenly(room, input.missing.length);
+    const liveNet = input.live.reduce((sum, s) => sum + s.net, 0);
+    input.missing.forEach((index, i) => {
+      // The coupon's net deductions not counted by a live shard go to the first rebuilt one, so that
+      // total − Σnet stays the coupon's true remainder.
+      plan.rebuild.push({ index, available: split[i]!, net: i === 0 ? input.netDeducted - liveNet : 0 });
+    });
+  } else if (input.restore && room > 0 && input.live.length > 0) {
+    const split = splitEvenly(room, input.live.length);
+    input.live.forEach((s, i) => {
+      if (split[i]! > 0) plan.adjust.push({ index: s.index, delta: split[i]! });
+    });
+  }
+  return plan;
+}

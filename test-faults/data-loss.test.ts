@@ -1,0 +1,173 @@
+// Redis loses data (#11): every master flushed mid-sale (what a restart without persistence does), and one
+// master with its replica lost. Recovery must rebuild the coupon from MySQL and the events in flight, keep
+// earlier requests idempotent and per-user limits whole, and never hand out a unit MySQL does not have.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import slotOf from 'cluster-key-slot';
+import { status } from '@grpc/grpc-js';
+import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { allShards } from '../src/domain/routing.js';
+import { shardState } from '../test/support/inspect.js';
+import { ledgerFigures, waitFor } from '../test/support/settlement.js';
+import { startTestApp, uniqueId, type TestApp } from '../test/support/harness.js';
+import { runTs } from '../test/support/processes.js';
+import { cli, OwnCluster } from './support/own-cluster.js';
+
+let cluster: OwnCluster;
+let a: TestApp;
+let b: TestApp;
+beforeAll(async () => {
+  cluster = await OwnCluster.start(7101);
+  const env = { SHARDSTOCK_REDIS_NODES: cluster.seeds, SHARDSTOCK_WORKERS: 'relay,settle,sweep', SHARDSTOCK_SWEEP_INTERVAL_MS: '250' };
+  a = await startTestApp(env);
+  b = await startTestApp({ ...env, SHARDSTOCK_NAMESPACE: a.namespace });
+});
+afterAll(async () => {
+  await b?.close();
+  await a?.close();
+  cluster?.stop();
+});
+
+async function flushAllMasters(): Promise<void> {
+  const masters = (await cluster.nodes()).filter((n) => n.role === 'master');
+  for (const m of masters) await cli(m.port, 'flushall');
+  // The replicas follow their masters' FLUSHALL: wait until every node is empty.
+  await waitFor(
+    'every node to be empty',
+    async () => Promise.all(cluster.ports.map((p) => cli(p, 'dbsize'))),
+    (sizes) => sizes.every((s) => s.trim() === '0'),
+  );
+}
+
+/** Deducts with retries of UNAVAILABLE (same request id), as a well-behaved client does. */
+async function deduct(t: TestApp, couponId: string, requestId: string, userId = '') {
+  for (let i = 0; ; i++) {
+    try {
+      return await t.client.deduct({ couponId, requestId, userId, quantity: 1n });
+    } catch (err) {
+      if ((err as { code?: number }).code !== status.UNAVAILABLE || i > 50) throw err;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+async function settledFully(couponId: string) {
+  return waitFor(
+    'settlement to catch up',
+    () => a.client.reconcile({ couponId }),
+    (r) => r.outboxEvents === 0n && r.jetstreamPending === 0n && r.inFlightNet === 0n,
+    60_000,
+  );
+}
+
+describe('Redis loses every key mid-sale', () => {
+  it('when every master is flushed after part of a sale settled, then the rush sells exactly what MySQL has left, earlier requests replay, compensated ones stay compensated, limits hold, and the books agree', async () => {
+    const id = uniqueId('loss');
+    const limited = uniqueId('lim');
+    await a.client.createCoupon({ couponId: id, totalStock: 1000n, shardCount: 8 });
+    await a.client.createCoupon({ couponId: limited, totalStock: 200n, shardCount: 8, perUserLimit: 1 });
+    const before = Array.from({ length: 100 }, (_, i) => `pre-${i}`);
+    for (const rid of before) expect((await deduct(a, id, rid)).outcome).toBe(DeductOutcome.DEDUCTED);
+    const compensated = before.slice(0, 10);
+    for (const rid of compensated)
+      expect((await a.client.compensate({ couponId: id, requestId: rid, reason: 'test' })).outcome).toBe(CompensateOutcome.COMPENSATED);
+    const users = Array.from({ length: 50 }, (_, i) => `user-${i}`);
+    for (const u of users) expect((await deduct(b, limited, `lim-pre-${u}`, u)).outcome).toBe(DeductOutcome.DEDUCTED);
+    await settledFully(id);
+    await settledFully(limited);
+    expect((await a.app.repo.find(id))!.settledRemaining).toBe(910);
+
+    await flushAllMasters();
+
+    // Retries of requests made before the loss: replays, not second units; compensated ones stay compensated.
+    const retries = await Promise.all(before.map((rid, i) => deduct(i % 2 ? a : b, id, rid)));
+    expect(retries.every((r) => r.outcome === DeductOutcome.DEDUCTED && r.replayed)).toBe(true);
+    for (const rid of compensated)
+      expect((await b.client.compensate({ couponId: id, requestId: rid, reason: 'again' })).outcome).toBe(
+        CompensateOutcome.ALREADY_COMPENSATED,
+      );
+    // Limited users cannot buy past the limit with new request ids.
+    const again = await Promise.all(users.map((u, i) => deduct(i % 2 ? a : b, limited, `lim-again-${u}`, u)));
+    expect(again.every((r) => r.outcome === DeductOutcome.USER_LIMIT_EXCEEDED)).toBe(true);
+
+    // The rush: 2,000 new buyers from two OS processes (each through both instances) at once.
+    const rush = await Promise.all(
+      [0, 1].map((p) =>
+        runTs<{ deducted: number; soldOut: number; errors: number }>('test-faults/support/rush.ts', [], {
+          ADDRS: `${a.grpcAddr},${b.grpcAddr}`,
+          COUPON: id,
+          PREFIX: `rush-${p}-`,
+          COUNT: '1000',
+          CONCURRENCY: '64',
+        }),
+      ),
+    );
+    const counts = rush;
+    const sold = counts.reduce((s, c) => s + c.deducted, 0);
+    expect(counts.reduce((s, c) => s + c.errors, 0)).toBe(0);
+    // MySQL had 910 left and nothing was in flight when Redis lost everything: exactly 910 more, not one over.
+    expect(sold).toBe(910);
+
+    await settledFully(id);
+    const f = await ledgerFigures(a.app, id);
+    expect(f.anomalies).toEqual([]);
+    expect(f.remaining).toBe(0);
+    expect(f.deductRows).toBe(100 + 910);
+    const rec = await a.client.reconcile({ couponId: id });
+    expect(rec).toMatchObject({ consistent: true, redisAvailable: 0n, settledRemaining: 0n });
+    const s = await shardState(a.app, id);
+    expect(s.available + s.inTransit).toBe(0);
+    const lim = await a.client.reconcile({ couponId: limited });
+    expect(lim.consistent).toBe(true);
+    const report = a.app.settlement.recovery.stats.recoveries + b.app.settlement.recovery.stats.recoveries;
+    console.log(
+      JSON.stringify({
+        recoveries: report,
+        pausedMs: [a.app.settlement.recovery.stats.lastPausedMs, b.app.settlement.recovery.stats.lastPausedMs],
+        restoredRecords: a.app.settlement.recovery.stats.restoredRecords + b.app.settlement.recovery.stats.restoredRecords,
+      }),
+    );
+  });
+});
+
+describe('one master and its replica lose their data', () => {
+  it('when a master and its replica restart empty, then the lost shards are rebuilt, the rest keep their stock, and the sale ends exact', async () => {
+    const id = uniqueId('part');
+    await a.client.createCoupon({ couponId: id, totalStock: 600n, shardCount: 8 });
+    const coupon = (await a.app.repo.find(id))!;
+    const first = Array.from({ length: 150 }, (_, i) => `p1-${i}`);
+    for (const rid of first) expect((await deduct(a, id, rid)).outcome).toBe(DeductOutcome.DEDUCTED);
+    await settledFully(id);
+
+    // The master holding most shards of the coupon, and its replica: both restart with nothing.
+    const byPort = new Map<number, number>();
+    for (const s of allShards(coupon)) {
+      const m = await cluster.masterOfSlot(slotOf(a.app.store.keys(s).shard));
+      byPort.set(m.port, (byPort.get(m.port) ?? 0) + 1);
+    }
+    const victim = [...byPort].sort((x, y) => y[1] - x[1])[0]![0];
+    const master = (await cluster.nodes()).find((n) => n.port === victim)!;
+    const replica = (await cluster.replicasOf(master))[0]!;
+    const keysBefore = Number(await cli(victim, 'dbsize'));
+    expect(keysBefore).toBeGreaterThan(0);
+    await cluster.kill(replica.port);
+    await cluster.kill(victim);
+    await cluster.restart(victim);
+    await cluster.restart(replica.port);
+    await cluster.waitHealthy();
+    expect(Number(await cli(victim, 'dbsize'))).toBe(0);
+
+    const rest = Array.from({ length: 700 }, (_, i) => `p2-${i}`);
+    const results = await Promise.all(rest.map((rid, i) => deduct(i % 2 ? a : b, id, rid)));
+    const sold = results.filter((r) => r.outcome === DeductOutcome.DEDUCTED).length;
+    expect(sold).toBe(450);
+    expect(results.filter((r) => r.outcome === DeductOutcome.SOLD_OUT).length).toBe(250);
+    // The earlier requests are still replays, whichever shard they lived on.
+    const replays = await Promise.all(first.map((rid) => deduct(b, id, rid)));
+    expect(replays.every((r) => r.outcome === DeductOutcome.DEDUCTED && r.replayed)).toBe(true);
+
+    await settledFully(id);
+    const f = await ledgerFigures(a.app, id);
+    expect(f).toMatchObject({ deductRows: 600, remaining: 0, anomalies: [] });
+    expect((await a.client.reconcile({ couponId: id })).consistent).toBe(true);
+  });
+});
