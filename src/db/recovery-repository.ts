@@ -1,7 +1,7 @@
 // The MySQL side of a coupon recovery: the per-coupon lease, restocks not yet credited to Redis, the ledger
 // rows a rebuilt shard's records and user counts come from, and the REPAIR rows that record what changed.
 import type { MikroORM } from '@mikro-orm/mysql';
-import { CouponRow, LedgerRow } from './entities.js';
+import { LedgerRow } from './entities.js';
 
 export interface LedgerDeduction {
   requestId: string;
@@ -37,14 +37,6 @@ export class RecoveryRepository {
         [completed ? 1 : 0, couponId, token],
         'run',
       );
-  }
-
-  /** Restocks of one coupon committed in MySQL whose shards were not all credited yet. */
-  async unappliedRestocks(couponId: string): Promise<{ requestId: string; quantity: number }[]> {
-    const rows = await this.orm.em
-      .fork()
-      .find(LedgerRow, { couponId, kind: 'RESTOCK', redisApplied: false }, { fields: ['requestId', 'quantity'] });
-    return rows.map((r) => ({ requestId: r.requestId, quantity: Number(r.quantity) }));
   }
 
   async markRestocksApplied(couponId: string, requestIds: string[]): Promise<void> {
@@ -113,10 +105,5 @@ export class RecoveryRepository {
       settledAt: new Date(now),
       redisApplied: true,
     });
-  }
-
-  async epoch(couponId: string): Promise<number> {
-    const row = await this.orm.em.fork().findOne(CouponRow, { id: couponId }, { fields: ['recoveryEpoch'] });
-    return row?.recoveryEpoch ?? 0;
   }
 }

@@ -126,9 +126,18 @@ export class CouponAdmin {
     await Promise.all(
       allShards(coupon).map(async (s) => {
         if (split[s.index] === 0) return;
-        const r = await this.d.store.credit(s, `R:${requestId}`, split[s.index]!);
-        // A reloaded shard is computed from MySQL, which already holds this restock: do not add it twice.
-        if (r === 'missing') await this.d.reloader.reload(coupon, s.index);
+        for (let attempt = 0; ; attempt++) {
+          const r = await this.d.store.credit(s, `R:${requestId}`, split[s.index]!);
+          if (r === 'applied' || r === 'already') return;
+          // Missing: the recovery rebuilds it (recording this share as applied if its remaining has it).
+          // Paused: a recovery holds the coupon. Either way the credit is tried again: it counts at most once.
+          if (attempt >= 20)
+            throw new DomainError('unavailable', `coupon ${coupon.id} is being recovered; retry the restock with the same request_id`, {
+              retryAfterMs: 500,
+            });
+          if (r === 'missing') await this.d.reloader.reload(coupon, s.index);
+          else await new Promise((resolve) => setTimeout(resolve, 100));
+        }
       }),
     );
     await this.d.repo.markRestockApplied(coupon.id, requestId);

@@ -117,9 +117,18 @@ export class CouponRecoveryService implements CouponRecovery {
         return { kind: 'done', report: this.report(coupon, { missing, live, bound: coupon.initialStock, started }) };
       }
 
-      // Restocks MySQL committed and Redis was not (all) credited with: finish them on the live shards now,
-      // and record them as applied on rebuilt ones (their stock is computed from MySQL, which has them).
-      const restocks = await this.d.recoveryRepo.unappliedRestocks(couponId);
+      // Outbox (Redis) → JetStream → ledger and coupon row (MySQL): an event moving along while it is read is
+      // counted at least once and never both as settled and in flight.
+      const snap = await this.d.inFlight.snapshot(coupon);
+      const view = await this.d.ledger.reconcileView(couponId, InFlight.candidates(snap), false, true);
+      if (!view) throw notFound(`coupon ${couponId} does not exist`);
+      const flight = InFlight.figures(snap, view);
+      const bound = view.coupon.settledRemaining - flight.net;
+
+      // Restocks in that remaining whose shares Redis was not (all) credited with: credited on the live shards
+      // now, recorded as applied on rebuilt ones (their stock comes from the remaining, which has them). A
+      // restock committed after that read is not in the remaining and credits every shard itself later.
+      const restocks = view.unappliedRestocks;
       const restockIds = restocks.map((r) => `R:${r.requestId}`);
       for (const s of live) {
         const credits = restocks
@@ -139,13 +148,6 @@ export class CouponRecoveryService implements CouponRecovery {
         }
       }
 
-      // Outbox (Redis) → JetStream → ledger and coupon row (MySQL): an event moving along while it is read is
-      // counted at least once and never both as settled and in flight.
-      const snap = await this.d.inFlight.snapshot(coupon);
-      const view = await this.d.ledger.reconcileView(couponId, InFlight.candidates(snap), false);
-      if (!view) throw notFound(`coupon ${couponId} does not exist`);
-      const flight = InFlight.figures(snap, view);
-      const bound = view.coupon.settledRemaining - flight.net;
       const plan = planRecovery({
         live,
         missing,

@@ -50,6 +50,9 @@ export interface ReconcileView {
   /** Of the candidate events: refused deductions, and compensations of refused deductions. Neither is in
    * flight: MySQL will never apply them, and Redis already holds their final effect. */
   refused: Set<string>;
+  /** Restocks committed in MySQL whose shards were not all credited yet (asked for with `restocks`). Read in
+   * the same transaction as the coupon row: each is in its remaining exactly when it is listed here. */
+  unappliedRestocks: { requestId: string; quantity: number }[];
 }
 
 class ConcurrentInsert extends Error {
@@ -208,7 +211,7 @@ export class LedgerStore {
 
   /** Everything Reconcile reads from MySQL, in one transaction so the figures agree with each other.
    * sums: false skips the ledger sums (the in-flight count needs only which candidates are settled). */
-  async reconcileView(couponId: string, candidates: SettlementEvent[], sums = true): Promise<ReconcileView | null> {
+  async reconcileView(couponId: string, candidates: SettlementEvent[], sums = true, restocks = false): Promise<ReconcileView | null> {
     return this.orm.em.fork().transactional(async (em) => {
       const row = await em.findOne(CouponRow, { id: couponId });
       if (!row) return null;
@@ -251,7 +254,15 @@ export class LedgerStore {
           refused.add(eventId({ ...e, kind: 'C' }));
         }
       }
-      return { coupon: toCoupon(row), sums: totals, anomalies, anomalyUnits, settled, refused };
+      const unappliedRestocks = restocks
+        ? (await em.find(LedgerRow, { couponId, kind: 'RESTOCK', redisApplied: false }, { fields: ['requestId', 'quantity'] })).map(
+            (r) => ({
+              requestId: r.requestId,
+              quantity: Number(r.quantity),
+            }),
+          )
+        : [];
+      return { coupon: toCoupon(row), sums: totals, anomalies, anomalyUnits, settled, refused, unappliedRestocks };
     });
   }
 
