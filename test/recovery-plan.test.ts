@@ -5,22 +5,20 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { planRecovery, type LiveShard } from '../src/recovery/recovery-plan.js';
 
-const shards = fc
-  .integer({ min: 1, max: 16 })
-  .chain((n) =>
-    fc.tuple(
-      fc.constant(n),
-      fc.array(
-        fc.record({
-          available: fc.integer({ min: 0, max: 500 }),
-          inTransit: fc.integer({ min: 0, max: 50 }),
-          net: fc.integer({ min: -20, max: 500 }),
-          missing: fc.boolean(),
-        }),
-        { minLength: n, maxLength: n },
-      ),
+const shards = fc.integer({ min: 1, max: 16 }).chain((n) =>
+  fc.tuple(
+    fc.constant(n),
+    fc.array(
+      fc.record({
+        available: fc.integer({ min: 0, max: 500 }),
+        inTransit: fc.integer({ min: 0, max: 50 }),
+        net: fc.integer({ min: -20, max: 500 }),
+        missing: fc.boolean(),
+      }),
+      { minLength: n, maxLength: n },
     ),
-  );
+  ),
+);
 
 function after(live: LiveShard[], plan: ReturnType<typeof planRecovery>) {
   const avail = new Map(live.map((s) => [s.index, s.available]));
@@ -40,9 +38,10 @@ describe('recovery plan', () => {
         ([, raw], bound, netDeducted, restore) => {
           const live: LiveShard[] = [];
           const missing: number[] = [];
-          raw.forEach((s, index) =>
-            s.missing ? missing.push(index) : live.push({ index, available: s.available, inTransit: s.inTransit, net: s.net }),
-          );
+          for (const [index, s] of raw.entries()) {
+            if (s.missing) missing.push(index);
+            else live.push({ index, available: s.available, inTransit: s.inTransit, net: s.net });
+          }
           const plan = planRecovery({ live, missing, bound, netDeducted, restore });
           const r = after(live, plan);
           const cap = Math.max(0, bound);
