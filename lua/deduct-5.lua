@@ -18,16 +18,21 @@
   ARGV[7] couponId
   ARGV[8] nowMs
   ARGV[9] creditRetentionMs   how long applied credit ids are remembered
-  ARGV[10], ARGV[11], ...     optional pairs creditId, quantity
+  ARGV[10] creditEpoch       the shard's recovery epoch the credits were planned under (from a 'short' answer;
+                              empty without credits)
+  ARGV[11], ARGV[12], ...     optional pairs creditId, quantity
 
   Returns
     { 1, remaining }                   deducted; remaining = shard avail after it
     { 2, remaining, compensated }      replay of a recorded deduction (compensated: 1 if given back since)
-    {-1, avail }                       the shard holds fewer than `quantity` units
+    {-1, avail, epoch }                the shard holds fewer than `quantity` units; epoch: its recovery epoch
     {-2, held }                        the user already holds `held` units; quantity would pass the limit
     {-3, field, recorded }             request_id was first used with another user_id or quantity
     {-4 }                              the shard hash is missing (evicted or lost): recover the coupon, then retry
     {-5, waitMs }                      the coupon is paused for recovery (shard-pause-1.lua); retry after waitMs
+    {-7 }                              a recovery ran since the credits were planned: none applied. It counted
+                                       their units where they were (a live source's transit, which the sweeper
+                                       lands later, or a lost source's stock, which it rebuilt): drop them
 ]]
 local shardKey = KEYS[1]
 local requestKey = KEYS[2]
@@ -57,8 +62,11 @@ if state[2] then
 end
 
 -- Credits first: units moved here for this request must land even when it turns out to be a replay.
-if #ARGV >= 11 then
-  for i = 10, #ARGV - 1, 2 do
+if #ARGV >= 12 then
+  if (redis.call('HGET', shardKey, 'ep') or '') ~= ARGV[10] then
+    return { -7 }
+  end
+  for i = 11, #ARGV - 1, 2 do
     if not redis.call('ZSCORE', creditsKey, ARGV[i]) then
       redis.call('HINCRBY', shardKey, 'avail', ARGV[i + 1])
       redis.call('ZADD', creditsKey, nowMs, ARGV[i])
@@ -83,7 +91,7 @@ end
 
 local avail = tonumber(redis.call('HGET', shardKey, 'avail'))
 if avail < quantity then
-  return { -1, avail }
+  return { -1, avail, redis.call('HGET', shardKey, 'ep') or '' }
 end
 
 local remaining = redis.call('HINCRBY', shardKey, 'avail', -quantity)

@@ -33,7 +33,7 @@ if redis.call('EXISTS', shardKey) == 1 then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', shardKey, 'avail', ARGV[3], 'transit', 0, 'net', ARGV[4], 'pz', now + holdMs, 'pt', token, 'rb', ARGV[6])
+redis.call('HSET', shardKey, 'avail', ARGV[3], 'transit', 0, 'net', ARGV[4], 'pz', now + holdMs, 'pt', token, 'rb', ARGV[6], 'ep', token)
 pcall(redis.call, 'XGROUP', 'CREATE', outboxKey, ARGV[5], '0', 'MKSTREAM')
 for i = 7, #ARGV do
   redis.call('ZADD', creditsKey, ARGV[6], ARGV[i])

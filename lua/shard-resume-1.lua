@@ -1,5 +1,7 @@
 --[[
-  Ends a recovery's pause on one shard, if it is still the holder's.
+  Ends a recovery's pause on one shard, if it is still the holder's, and moves the shard to a new recovery
+  epoch: fallback credits planned before the recovery are then refused (deduct-5.lua), since the recovery
+  already counted their units where they were.
 
   KEYS[1] shard hash   <ns>:{<tag>}:shard
 
@@ -15,4 +17,5 @@ if redis.call('HGET', shardKey, 'pt') ~= token then
   return 0
 end
 redis.call('HDEL', shardKey, 'pz', 'pt')
+redis.call('HSET', shardKey, 'ep', token)
 return 1

@@ -91,12 +91,19 @@ export class DeductService {
 
     const req = { requestId, userId, quantity, perUserLimit: limit };
     let credits: Credit[] = [];
+    let creditEpoch = '';
     let moved: { source: number; moveId: string }[] = [];
     let pausedFor = 0;
     for (let round = 0; round < MAX_ROUNDS; round++) {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
-      const r = await this.store.deduct(homeRef, req, credits);
+      const r = await this.store.deduct(homeRef, req, credits, creditEpoch);
+      if (r.kind === 'stale_credits') {
+        // Not acknowledged: a live source keeps the units in transit until the sweeper lands them.
+        credits = [];
+        moved = [];
+        continue;
+      }
       if (r.kind === 'missing') {
         this.stats.reloads++;
         await this.reloader.reload(coupon, home);
@@ -143,6 +150,7 @@ export class DeductService {
           const taken = await this.moveIn(coupon, home, requestId, round, plan);
           credits = taken.credits;
           moved = taken.moved;
+          creditEpoch = r.epoch;
           if (credits.length === 0) await sleep(Math.random() * 2 * (round + 1));
           break;
         }

@@ -36,11 +36,14 @@ export interface Credit {
 export type DeductScriptResult =
   | { kind: 'deducted'; remaining: number }
   | { kind: 'replay'; remaining: number; compensated: boolean }
-  | { kind: 'short'; available: number }
+  /** epoch: the shard's recovery epoch, under which fallback credits for it are planned. */
+  | { kind: 'short'; available: number; epoch: string }
   | { kind: 'user_limit'; held: number }
   | { kind: 'conflict'; field: 'user_id' | 'quantity'; recorded: string }
   | { kind: 'missing' }
-  | { kind: 'paused'; waitMs: number };
+  | { kind: 'paused'; waitMs: number }
+  /** A recovery ran since the credits were planned: none applied; drop them (the sweeper lands live moves). */
+  | { kind: 'stale_credits' };
 
 export type CompensateScriptResult =
   | { kind: 'compensated'; remaining: number; quantity: number }
@@ -68,7 +71,8 @@ export interface PendingMove {
 export interface StockStore {
   /** net: units the shard counts as deducted (a reloaded shard's share of the coupon's net deductions). */
   initShard(shard: ShardRef, available: number, net?: number): Promise<boolean>;
-  deduct(shard: ShardRef, input: DeductInput, credits: Credit[]): Promise<DeductScriptResult>;
+  /** creditEpoch: the epoch of the 'short' answer the credits were planned under ('' without credits). */
+  deduct(shard: ShardRef, input: DeductInput, credits: Credit[], creditEpoch?: string): Promise<DeductScriptResult>;
   /** limitedUserId: the deduction's user when the coupon has a per-user limit (its count is given back). */
   compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult>;
   /** SET NX GET of "user|quantity" on the request's own shard; returns what was there before (null: claimed now). */

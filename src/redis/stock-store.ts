@@ -64,7 +64,7 @@ export class RedisStockStore implements StockStore {
     return (await this.shardInit(k.shard, k.outbox, available, RELAY_GROUP, net)) === 1;
   }
 
-  async deduct(shard: ShardRef, input: DeductInput, credits: Credit[]): Promise<DeductScriptResult> {
+  async deduct(shard: ShardRef, input: DeductInput, credits: Credit[], creditEpoch = ''): Promise<DeductScriptResult> {
     const k = this.keys(shard);
     const args: (string | number)[] = [
       k.shard,
@@ -81,6 +81,7 @@ export class RedisStockStore implements StockStore {
       shard.couponId,
       Date.now(),
       CREDIT_RETENTION_MS,
+      creditEpoch,
     ];
     for (const c of credits) args.push(c.id, c.quantity);
     const owner = this.beforeWrite(k.shard);
@@ -96,11 +97,12 @@ export class RedisStockStore implements StockStore {
       return { kind: 'replay', remaining: Number(r[1]), compensated: Number(r[2]) === 1 };
     }
     if (credits.length > 0) await this.replicated(k.shard, owner);
-    if (code === -1) return { kind: 'short', available: Number(r[1]) };
+    if (code === -1) return { kind: 'short', available: Number(r[1]), epoch: String(r[2] ?? '') };
     if (code === -2) return { kind: 'user_limit', held: Number(r[1]) };
     if (code === -3) return { kind: 'conflict', field: r[1] === 'user_id' ? 'user_id' : 'quantity', recorded: String(r[2] ?? '') };
     if (code === -4) return { kind: 'missing' };
     if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
+    if (code === -7) return { kind: 'stale_credits' };
     throw new Error(`deduct-5.lua returned unknown code ${code}`);
   }
 
