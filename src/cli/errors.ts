@@ -44,7 +44,10 @@ export function fromGrpcError(err: unknown, ctx: { addr: string; method: string;
   const raw = String((err as { details?: unknown }).details ?? '').trim();
   const details = (/Last error: (?:Error: )?(.*?)(?:\.?\s*Resolution note:.*)?$/s.exec(raw)?.[1] ?? raw).trim() || name.toLowerCase();
   const exit = EXIT.grpcBase + code;
-  const say = (msg: string) => new CliError(`${name}: ${msg}`, exit, name);
+  // The client retries transport failures (same request id) until --deadline: say how often it tried.
+  const attempts = Number((err as { attempts?: unknown }).attempts ?? 1);
+  const tried = attempts > 1 ? ` [${attempts} attempts]` : '';
+  const say = (msg: string) => new CliError(`${name}: ${msg}${tried}`, exit, name);
   switch (code) {
     case GrpcCode.UNAVAILABLE:
       if (/no connection established|ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|getaddrinfo|name resolution/i.test(raw)) {
