@@ -61,7 +61,7 @@ export function backoffMs(retry: number, policy: RetryPolicy, random: () => numb
 
 /**
  * `attempt`: attempts made so far (1 after the first); `msLeft`: time left of the logical call's deadline.
- * A server's `retry-after-ms` is a floor (plus up to 10% jitter); a wait that would use up the deadline is
+ * A server's `retry-after-ms` is a floor (plus up to 20% jitter); a wait that would use up the deadline is
  * not started: the call gives up at once with what it has.
  */
 export function decideRetry(
@@ -74,7 +74,9 @@ export function decideRetry(
   if (!isRetryable(f)) return { retry: false, reason: 'answer' };
   if (attempt >= policy.maxAttempts) return { retry: false, reason: 'attempts' };
   const backoff = backoffMs(attempt, policy, random);
-  const delayMs = f.retryAfterMs === undefined ? backoff : f.retryAfterMs + random() * Math.min(f.retryAfterMs * 0.1, backoff);
+  // The server's wait is a floor, never a replacement for backing off: callers shed together would otherwise
+  // all come back after the same 50 ms, and be shed together again.
+  const delayMs = f.retryAfterMs === undefined ? backoff : Math.max(f.retryAfterMs * (1 + random() * 0.2), backoff);
   if (delayMs >= msLeft) return { retry: false, reason: 'deadline' };
   return { retry: true, delayMs: Math.ceil(delayMs) };
 }

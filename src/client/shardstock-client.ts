@@ -118,12 +118,19 @@ function credentialsFor(tls: ShardstockClientOptions['tls']): grpc.ChannelCreden
   return grpc.credentials.createSsl(buf(tls.ca), buf(tls.key), buf(tls.cert));
 }
 
-/** A failure after which a write may have been applied: the request may have reached the service. Refusals
- * that carry `retry-after-ms` (shed load, fenced shard, rate limit) were made before any work. */
+/** A failure after which a write may have been applied: the request may have reached the service and been
+ * carried out. Refusals that carry `retry-after-ms` (shed load, fenced shard, rate limit) came before any work. */
 function mayHaveApplied(f: AttemptFailure): boolean {
   if (f.retryAfterMs !== undefined) return false;
-  return f.code !== Code.RESOURCE_EXHAUSTED && f.code !== Code.ABORTED;
+  return IN_DOUBT_CODES.has(f.code);
 }
+const IN_DOUBT_CODES: ReadonlySet<number> = new Set([
+  Code.CANCELLED,
+  2 /* UNKNOWN */,
+  Code.DEADLINE_EXCEEDED,
+  13 /* INTERNAL */,
+  Code.UNAVAILABLE,
+]);
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve) => {
@@ -206,7 +213,7 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
         };
         if (mutating && mayHaveApplied(f)) inDoubt = true;
         const d = decideRetry(f, attempt, deadlineAt - Date.now(), policy);
-        if (!d.retry) throw failure(method, requestId, attempt, d.reason)(err, d.reason !== 'answer' && inDoubt, err);
+        if (!d.retry) throw failure(method, requestId, attempt, d.reason)(err, inDoubt, err);
         options.onRetry?.({
           method,
           requestId,
