@@ -42,7 +42,10 @@ export function fromGrpcError(err: unknown, ctx: { addr: string; method: string;
   // grpc-js connection failures read "No connection established. Last error: Error: connect ECONNREFUSED …
   // Resolution note: …": keep the cause.
   const raw = String((err as { details?: unknown }).details ?? '').trim();
-  const details = (/Last error: (?:Error: )?(.*?)(?:\.?\s*Resolution note:.*)?$/s.exec(raw)?.[1] ?? raw).trim() || name.toLowerCase();
+  // One line: TLS errors from OpenSSL carry newlines.
+  const details =
+    (/Last error: (?:Error: )?(.*?)(?:\.?\s*Resolution note:.*)?$/s.exec(raw)?.[1] ?? raw).replace(/\s*\n\s*/g, ' ').trim() ||
+    name.toLowerCase();
   const exit = EXIT.grpcBase + code;
   // The client retries transport failures (same request id) until --deadline: say how often it tried.
   const attempts = Number((err as { attempts?: unknown }).attempts ?? 1);
@@ -50,6 +53,11 @@ export function fromGrpcError(err: unknown, ctx: { addr: string; method: string;
   const say = (msg: string) => new CliError(`${name}: ${msg}${tried}`, exit, name);
   switch (code) {
     case GrpcCode.UNAVAILABLE:
+      if (/SSL|TLS|certificate|handshake|wrong version number/i.test(raw)) {
+        return say(
+          `TLS with shardstock at ${ctx.addr} failed (${details}); check --tls, --ca, --cert and --key against the server's TLS settings`,
+        );
+      }
       if (/no connection established|ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|getaddrinfo|name resolution/i.test(raw)) {
         return say(`cannot reach shardstock at ${ctx.addr} (${details}); is it running? set --addr or SHARDSTOCK_GRPC_ADDR`);
       }
