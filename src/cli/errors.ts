@@ -1,7 +1,7 @@
 // Failures the CLI reports as one line on stderr, each with an exit code scripts can branch on:
 //   0 done · 1 unexpected failure · 2 usage error · 3 the service answered "no" (sold out, insufficient,
 //   user limit, not deducted, reconcile found drift) · 10 + N a gRPC error with status code N
-//   (13 DEADLINE_EXCEEDED, 15 NOT_FOUND, 16 ALREADY_EXISTS, 19 FAILED_PRECONDITION, 22 UNIMPLEMENTED,
+//   (13 INVALID_ARGUMENT, 14 DEADLINE_EXCEEDED, 15 NOT_FOUND, 16 ALREADY_EXISTS, 19 FAILED_PRECONDITION, 22 UNIMPLEMENTED,
 //   24 UNAVAILABLE, ...).
 import { GrpcCode } from '../transport/status.js';
 
