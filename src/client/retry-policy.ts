@@ -13,7 +13,8 @@ export const Code = {
 } as const;
 
 export interface RetryPolicy {
-  /** Attempts per logical call, the first included; 1 = never retry. Default 8. */
+  /** Attempts per logical call, the first included; 1 = never retry. Default 10 (with the default backoff,
+   *  about as long as the default 10 s deadline: the deadline is what bounds a call). */
   maxAttempts: number;
   /** Backoff before the first retry, in ms; doubled for each further one. Default 50. */
   initialBackoffMs: number;
@@ -21,7 +22,7 @@ export interface RetryPolicy {
   maxBackoffMs: number;
 }
 
-export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({ maxAttempts: 8, initialBackoffMs: 50, maxBackoffMs: 2000 });
+export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({ maxAttempts: 10, initialBackoffMs: 50, maxBackoffMs: 2000 });
 
 /** What one failed attempt said. */
 export interface AttemptFailure {

@@ -148,6 +148,32 @@ function isServiceError(err: unknown): err is grpc.ServiceError {
   return typeof (err as { code?: unknown } | null)?.code === 'number';
 }
 
+interface GiveUp {
+  method: string;
+  requestId: string | undefined;
+  attempts: number;
+  reason: ShardstockCallError['reason'];
+  inDoubt: boolean;
+  /** The last attempt's failure; its status is the call's (except when the caller cancelled). */
+  last: grpc.ServiceError | undefined;
+  cause: unknown;
+}
+
+function gaveUp(g: GiveUp): ShardstockCallError {
+  const cancelled = g.reason === 'cancelled';
+  return new ShardstockCallError({
+    method: g.method,
+    code: cancelled ? Code.CANCELLED : (g.last?.code ?? Code.DEADLINE_EXCEEDED),
+    details: cancelled ? 'cancelled by the caller' : (g.last?.details ?? 'deadline exceeded before the first attempt'),
+    metadata: cancelled ? undefined : g.last?.metadata,
+    requestId: g.requestId,
+    attempts: g.attempts,
+    reason: g.reason,
+    inDoubt: g.inDoubt,
+    cause: g.cause,
+  });
+}
+
 export function createShardstockClient(options: ShardstockClientOptions): ShardstockClient {
   const { address, token } = options;
   if (token && !options.tls && !options.allowPlaintextToken && !isLoopbackTarget(address)) throw new PlaintextTokenError(address);
@@ -167,21 +193,6 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
     ...(requestId ? { 'x-request-id': requestId } : {}),
   });
 
-  const failure = (method: string, requestId: string | undefined, attempts: number, reason: ShardstockCallError['reason']) => {
-    return (e: grpc.ServiceError | undefined, inDoubt: boolean, cause: unknown, code = e?.code ?? Code.CANCELLED) =>
-      new ShardstockCallError({
-        method,
-        code,
-        details: e?.details ?? (reason === 'cancelled' ? 'cancelled by the caller' : String(cause)),
-        metadata: e?.metadata,
-        requestId,
-        attempts,
-        reason,
-        inDoubt,
-        cause,
-      });
-  };
-
   async function unary<Res extends object>(
     method: string,
     mutating: boolean,
@@ -192,12 +203,13 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
     const deadlineAt = Date.now() + (o?.deadlineMs ?? defaultDeadlineMs);
     const signal = o?.signal;
     const metadata = headers(requestId, o?.metadata);
+    const call = { method, requestId };
     let inDoubt = false;
     let last: grpc.ServiceError | undefined;
     for (let attempt = 1; ; attempt++) {
-      if (signal?.aborted) throw failure(method, requestId, attempt - 1, 'cancelled')(undefined, inDoubt, signal.reason, Code.CANCELLED);
+      if (signal?.aborted) throw gaveUp({ ...call, attempts: attempt - 1, reason: 'cancelled', inDoubt, last, cause: signal.reason });
       const left = deadlineAt - Date.now();
-      if (left <= 0) throw failure(method, requestId, attempt - 1, 'deadline')(last, inDoubt, last, last?.code ?? Code.DEADLINE_EXCEEDED);
+      if (left <= 0) throw gaveUp({ ...call, attempts: attempt - 1, reason: 'deadline', inDoubt, last, cause: last });
       const attemptMs = options.attemptTimeoutMs ? Math.min(left, options.attemptTimeoutMs) : left;
       try {
         const res = await send({ deadlineMs: attemptMs, metadata, signal });
@@ -205,7 +217,9 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
       } catch (err) {
         if (!isServiceError(err)) throw err;
         last = err;
-        if (signal?.aborted) throw failure(method, requestId, attempt, 'cancelled')(undefined, mutating, signal.reason, Code.CANCELLED);
+        // Cancelled mid-attempt: the request may have reached the service.
+        if (signal?.aborted)
+          throw gaveUp({ ...call, attempts: attempt, reason: 'cancelled', inDoubt: mutating, last, cause: signal.reason });
         const f: AttemptFailure = {
           code: err.code,
           retryAfterMs: parseRetryAfter(err.metadata?.get('retry-after-ms')[0]),
@@ -213,7 +227,7 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
         };
         if (mutating && mayHaveApplied(f)) inDoubt = true;
         const d = decideRetry(f, attempt, deadlineAt - Date.now(), policy);
-        if (!d.retry) throw failure(method, requestId, attempt, d.reason)(err, inDoubt, err);
+        if (!d.retry) throw gaveUp({ ...call, attempts: attempt, reason: d.reason, inDoubt, last, cause: err });
         options.onRetry?.({
           method,
           requestId,
@@ -258,6 +272,7 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
     watchStock(req, o) {
       const signal = o?.signal;
       const metadata = headers(undefined, o?.metadata);
+      const call = { method: 'WatchStock', requestId: undefined };
       return (async function* () {
         let failures = 0;
         for (;;) {
@@ -270,11 +285,11 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
           } catch (err) {
             if (!isServiceError(err)) throw err;
             if (signal?.aborted)
-              throw failure('WatchStock', undefined, failures + 1, 'cancelled')(undefined, false, signal.reason, Code.CANCELLED);
+              throw gaveUp({ ...call, attempts: failures + 1, reason: 'cancelled', inDoubt: false, last: err, cause: signal.reason });
             failures++;
             const f = { code: err.code, retryAfterMs: parseRetryAfter(err.metadata?.get('retry-after-ms')[0]), attemptTimedOut: false };
             const d = decideRetry(f, failures, Number.POSITIVE_INFINITY, policy);
-            if (!d.retry) throw failure('WatchStock', undefined, failures, d.reason)(err, false, err);
+            if (!d.retry) throw gaveUp({ ...call, attempts: failures, reason: d.reason, inDoubt: false, last: err, cause: err });
             options.onRetry?.({
               method: 'WatchStock',
               requestId: undefined,
