@@ -5,6 +5,7 @@ import { execFile, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { certDir, type CertDir } from './support/certs.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 
 const LAUNCHER = new URL('../bin/shardstock.mjs', import.meta.url).pathname;
@@ -24,12 +25,12 @@ interface Run {
   stderr: string;
 }
 
-function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
+function cli(args: string[], env: Record<string, string> = {}, addr = t.grpcAddr): Promise<Run> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
       [LAUNCHER, ...args],
-      { env: { ...process.env, SHARDSTOCK_GRPC_ADDR: t.grpcAddr, ...env }, timeout: 60_000 },
+      { env: { ...process.env, SHARDSTOCK_GRPC_ADDR: addr, ...env }, timeout: 60_000 },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
         resolve({ code, stdout, stderr });
@@ -228,5 +229,61 @@ describe('shardstock watch / reconcile', () => {
     expect(human.code).toBe(0);
     expect(human.stdout).toContain(`${id}: CONSISTENT`);
     expect(human.stdout).toMatch(/mysql\s+ledger deducted\s+7/);
+  });
+});
+
+describe('shardstock over TLS with a token', () => {
+  let certs: CertDir;
+  let secure: TestApp;
+  const token = `cli-${crypto.randomUUID()}`;
+  beforeAll(async () => {
+    certs = certDir();
+    certs.authority('ca');
+    certs.issue('server', 'ca');
+    certs.issue('client', 'ca');
+    secure = await startTestApp({
+      SHARDSTOCK_GRPC_TLS_CERT: certs.file('server.crt'),
+      SHARDSTOCK_GRPC_TLS_KEY: certs.file('server.key'),
+      SHARDSTOCK_GRPC_TLS_CLIENT_CA: certs.file('ca.crt'),
+      SHARDSTOCK_AUTH: 'token',
+      SHARDSTOCK_AUTH_TOKENS: `ops:admin:${token}`,
+    });
+  });
+  afterAll(async () => {
+    await secure?.close();
+    certs?.remove();
+  });
+
+  it('when --ca, --cert, --key and --token are given, then commands work over mTLS; without the client certificate the handshake fails', async () => {
+    const id = uniqueId('cli');
+    const tls = ['--ca', certs.file('ca.crt'), '--cert', certs.file('client.crt'), '--key', certs.file('client.key'), '--token', token];
+    const created = await cli(['coupon', 'create', id, '--stock', '5', '--shards', '1', '--json', ...tls], {}, secure.grpcAddr);
+    expect(created.code, created.stderr).toBe(0);
+    const d = await cli(['deduct', id, '--quantity', '2', '--json', ...tls], {}, secure.grpcAddr);
+    expect(d.code, d.stderr).toBe(0);
+    expect(json(d)).toMatchObject({ outcome: 'deducted', attempts: 1 });
+    const noCert = await cli(
+      ['coupon', 'get', id, '--tls', '--ca', certs.file('ca.crt'), '--token', token, '--deadline', '1500'],
+      {},
+      secure.grpcAddr,
+    );
+    expect(noCert.code).toBe(24);
+    expect(noCert.stderr.trim().split('\n'), noCert.stderr).toHaveLength(1);
+    expect(noCert.stderr).toContain(`TLS with shardstock at ${secure.grpcAddr} failed`);
+  });
+
+  it('when a token would go in plaintext to a non-loopback address, then nothing is sent: exit 2 and one line saying why', async () => {
+    const [flagged, fromEnv, halfPair] = await Promise.all([
+      cli(['coupon', 'get', 'x', '--addr', '10.255.255.1:50051', '--token', token]),
+      cli(['deduct', 'x', '--addr', 'inventory.internal:50051'], { SHARDSTOCK_CLI_TOKEN: token }),
+      cli(['coupon', 'get', 'x', '--cert', certs.file('client.crt')]),
+    ]);
+    for (const r of [flagged, fromEnv]) {
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(/refusing to send the token in plaintext to .* \(not loopback\): add --tls/);
+    }
+    expect(halfPair.code).toBe(2);
+    expect(halfPair.stderr).toContain('--cert and --key go together');
   });
 });

@@ -1,7 +1,7 @@
 // Failures the CLI reports as one line on stderr, each with an exit code scripts can branch on:
 //   0 done · 1 unexpected failure · 2 usage error · 3 the service answered "no" (sold out, insufficient,
 //   user limit, not deducted, reconcile found drift) · 10 + N a gRPC error with status code N
-//   (13 DEADLINE_EXCEEDED, 15 NOT_FOUND, 16 ALREADY_EXISTS, 19 FAILED_PRECONDITION, 22 UNIMPLEMENTED,
+//   (13 INVALID_ARGUMENT, 14 DEADLINE_EXCEEDED, 15 NOT_FOUND, 16 ALREADY_EXISTS, 19 FAILED_PRECONDITION, 22 UNIMPLEMENTED,
 //   24 UNAVAILABLE, ...).
 import { GrpcCode } from '../transport/status.js';
 
@@ -42,11 +42,22 @@ export function fromGrpcError(err: unknown, ctx: { addr: string; method: string;
   // grpc-js connection failures read "No connection established. Last error: Error: connect ECONNREFUSED …
   // Resolution note: …": keep the cause.
   const raw = String((err as { details?: unknown }).details ?? '').trim();
-  const details = (/Last error: (?:Error: )?(.*?)(?:\.?\s*Resolution note:.*)?$/s.exec(raw)?.[1] ?? raw).trim() || name.toLowerCase();
+  // One line: TLS errors from OpenSSL carry newlines.
+  const details =
+    (/Last error: (?:Error: )?(.*?)(?:\.?\s*Resolution note:.*)?$/s.exec(raw)?.[1] ?? raw).replace(/\s*\n\s*/g, ' ').trim() ||
+    name.toLowerCase();
   const exit = EXIT.grpcBase + code;
-  const say = (msg: string) => new CliError(`${name}: ${msg}`, exit, name);
+  // The client retries transport failures (same request id) until --deadline: say how often it tried.
+  const attempts = Number((err as { attempts?: unknown }).attempts ?? 1);
+  const tried = attempts > 1 ? ` [${attempts} attempts]` : '';
+  const say = (msg: string) => new CliError(`${name}: ${msg}${tried}`, exit, name);
   switch (code) {
     case GrpcCode.UNAVAILABLE:
+      if (/SSL|TLS|certificate|handshake|wrong version number/i.test(raw)) {
+        return say(
+          `TLS with shardstock at ${ctx.addr} failed (${details}); check --tls, --ca, --cert and --key against the server's TLS settings`,
+        );
+      }
       if (/no connection established|ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|getaddrinfo|name resolution/i.test(raw)) {
         return say(`cannot reach shardstock at ${ctx.addr} (${details}); is it running? set --addr or SHARDSTOCK_GRPC_ADDR`);
       }

@@ -1,5 +1,5 @@
 // Argument parsing on node:util parseArgs: every command declares its own options on top of the common ones
-// (--addr, --json, --deadline, --help) and reads them through typed helpers that fail with a UsageError.
+// (--addr, --token, TLS, --json, --deadline, --help) and reads them through typed helpers that fail with a UsageError.
 import { parseArgs } from 'node:util';
 import { UsageError } from './errors.js';
 
@@ -8,6 +8,10 @@ export type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: st
 export const COMMON_OPTIONS: OptionSpec = {
   addr: { type: 'string' },
   token: { type: 'string' },
+  tls: { type: 'boolean' },
+  ca: { type: 'string' },
+  cert: { type: 'string' },
+  key: { type: 'string' },
   json: { type: 'boolean' },
   deadline: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -15,9 +19,14 @@ export const COMMON_OPTIONS: OptionSpec = {
 
 export const COMMON_HELP = `Common options:
   --addr HOST:PORT   gRPC address of a shardstock instance (default: $SHARDSTOCK_GRPC_ADDR or 127.0.0.1:50051)
-  --token TOKEN      bearer token when the service runs with SHARDSTOCK_AUTH=token (default: $SHARDSTOCK_CLI_TOKEN)
+  --token TOKEN      bearer token when the service runs with SHARDSTOCK_AUTH=token (default: $SHARDSTOCK_CLI_TOKEN);
+                     sent in plaintext only to a loopback address, else --tls is required
+  --tls              TLS to the gRPC port (the system's CAs unless --ca)
+  --ca FILE          CA certificate (PEM) that signed the server's certificate; implies --tls
+  --cert FILE        client certificate (PEM) for a server that requires mTLS, with --key FILE; implies --tls
   --json             machine-readable output: one JSON object per line on stdout
-  --deadline MS      per-call deadline in milliseconds (default 10000)
+  --deadline MS      deadline of each call in milliseconds, retries of transport failures (same request id)
+                     included (default 10000)
   -h, --help         this help`;
 
 export interface Parsed {

@@ -1,5 +1,6 @@
-// A promise-based grpc-js client for InventoryService with protobuf-es messages: used by the CLI, the
-// benchmark and the tests. Built from the same service definition the server registers.
+// A promise-based grpc-js client for InventoryService with protobuf-es messages, one attempt per call: what
+// the tests and the benchmark use to see each answer as the server gave it. Services and the CLI use the
+// retrying client (shardstock-client.ts) built on it. Built from the same definition the server registers.
 import * as grpc from '@grpc/grpc-js';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import {
@@ -19,7 +20,7 @@ import {
   type RestockResponse,
   type WatchStockResponse,
 } from '../gen/inventory/v1/inventory_pb.js';
-import { serviceDefinition } from '../transport/grpc-server.js';
+import { serviceDefinition } from '../protocol/grpc-service-definition.js';
 
 export interface CallOptions {
   deadlineMs?: number;
@@ -53,10 +54,24 @@ function callOpts(o?: CallOptions): grpc.CallOptions {
   return o?.deadlineMs ? { deadline: new Date(Date.now() + o.deadlineMs) } : {};
 }
 
-/** `credentials`: e.g. `grpc.credentials.createSsl(ca, key, cert)` for a TLS / mTLS port; default plaintext. */
+/** Cancels `call` when `signal` aborts; returns the function that stops listening (a long-lived signal
+ * would otherwise collect one listener per call). */
+function cancelOnAbort(call: { cancel(): void }, signal: AbortSignal | undefined): () => void {
+  if (!signal) return () => {};
+  if (signal.aborted) {
+    call.cancel();
+    return () => {};
+  }
+  const cancel = () => call.cancel();
+  signal.addEventListener('abort', cancel, { once: true });
+  return () => signal.removeEventListener('abort', cancel);
+}
+
+/** `credentials`: e.g. `grpc.credentials.createSsl(ca, key, cert)` for a TLS / mTLS port; default plaintext.
+ * `options`: grpc-js channel options and client options (`interceptors`). */
 export function createInventoryClient(
   addr: string,
-  options: grpc.ChannelOptions = {},
+  options: grpc.ClientOptions = {},
   credentials = grpc.credentials.createInsecure(),
 ): InventoryClient {
   const raw = new Ctor(addr, credentials, options) as unknown as grpc.Client & Record<string, Function>;
@@ -64,10 +79,13 @@ export function createInventoryClient(
     <Req, Res>(name: string, schema: Parameters<typeof create>[0]) =>
     (req: Req, o?: CallOptions) =>
       new Promise<Res>((resolve, reject) => {
-        const call = raw[name]!.call(raw, create(schema, req as never), meta(o), callOpts(o), (err: grpc.ServiceError | null, res: Res) =>
-          err ? reject(err) : resolve(res),
-        ) as grpc.ClientUnaryCall;
-        o?.signal?.addEventListener('abort', () => call.cancel(), { once: true });
+        let stop = () => {};
+        const call = raw[name]!.call(raw, create(schema, req as never), meta(o), callOpts(o), (err: grpc.ServiceError | null, res: Res) => {
+          stop();
+          if (err) reject(err);
+          else resolve(res);
+        }) as grpc.ClientUnaryCall;
+        stop = cancelOnAbort(call, o?.signal);
       });
   return {
     raw,
@@ -84,13 +102,14 @@ export function createInventoryClient(
         meta(o),
         callOpts(o),
       ) as grpc.ClientReadableStream<WatchStockResponse>;
-      o?.signal?.addEventListener('abort', () => call.cancel(), { once: true });
+      const stop = cancelOnAbort(call, o?.signal);
       // A reader that stops early (break, return, throw) cancels the call: grpc-js alone would leave the
       // stream open on the server.
       return (async function* () {
         try {
           yield* call as AsyncIterable<WatchStockResponse>;
         } finally {
+          stop();
           call.cancel();
         }
       })();

@@ -1,10 +1,11 @@
 // The gRPC port: @grpc/grpc-js (measured 5-7x the no-op throughput of connect-node here), with messages
 // encoded by protobuf-es, server reflection and grpc.health.v1 on the same port.
 import * as grpc from '@grpc/grpc-js';
-import { fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from '@bufbuild/protobuf';
+import { fromBinary, type DescMethod, type DescService } from '@bufbuild/protobuf';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
+import { serviceDefinition } from '../protocol/grpc-service-definition.js';
 import type { CallContext, InventoryHandlers } from './handlers.js';
 import { reflectionRoot } from './reflection.js';
 import { GrpcCode, toStatus } from './status.js';
@@ -18,14 +19,6 @@ export interface GrpcServerOptions {
   guard?: ((method: string, metadata: grpc.Metadata, peer: string) => (() => void) | undefined) | undefined;
   /** TLS / mTLS; default plaintext. */
   credentials?: grpc.ServerCredentials | undefined;
-}
-
-function serializer(schema: DescMessage) {
-  return {
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- grpc-js's Serialize<any>
-    serialize: (msg: any) => Buffer.from(toBinary(schema, msg)),
-    deserialize: (buf: Buffer) => fromBinary(schema, buf),
-  };
 }
 
 /** Aborts when the call is cancelled or its deadline passes. */
@@ -129,24 +122,6 @@ function drained(call: grpc.ServerWritableStream<unknown, unknown>, signal: Abor
     call.once('drain', done);
     signal.addEventListener('abort', done, { once: true });
   });
-}
-
-export function serviceDefinition(service: DescService): grpc.ServiceDefinition {
-  const def: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
-  for (const m of service.methods) {
-    const req = serializer(m.input);
-    const res = serializer(m.output);
-    def[m.localName] = {
-      path: `/${service.typeName}/${m.name}`,
-      requestStream: false,
-      responseStream: m.methodKind === 'server_streaming',
-      requestSerialize: req.serialize,
-      requestDeserialize: req.deserialize,
-      responseSerialize: res.serialize,
-      responseDeserialize: res.deserialize,
-    };
-  }
-  return def;
 }
 
 /** The server side of serviceDefinition: requests stay bytes until the handler decodes them (see decode). */

@@ -23,7 +23,15 @@ const OPTIONS: OptionSpec = {
 async function single(s: Session, io: Io, couponId: string, quantity: bigint, userId: string, requestId: string): Promise<number> {
   const r = await s.call('Deduct', (o) => s.client.deduct({ couponId, requestId, userId, quantity }, o));
   const outcome = deductOutcomeName(r.outcome);
-  const result = { couponId, requestId, outcome, replayed: r.replayed, remaining: Number(r.remaining), shard: r.shard };
+  const result = {
+    couponId,
+    requestId: r.requestId,
+    outcome,
+    replayed: r.replayed,
+    remaining: Number(r.remaining),
+    shard: r.shard,
+    attempts: r.attempts,
+  };
   if (s.json) json(io.stdout, result);
   else {
     println(io.stdout, `${outcome.toUpperCase()}${r.replayed ? ' (replay of an earlier call)' : ''}`);
