@@ -9,6 +9,8 @@
   Returns
     1  acknowledged
     0  unknown moveId (already acknowledged)
+   -4  the shard hash is missing: nothing is changed (a hash holding only `transit` would pass for a shard;
+       the move stays recorded for whatever restores the shard)
 ]]
 local shardKey = KEYS[1]
 local movesKey = KEYS[2]
@@ -17,6 +19,9 @@ local moveId = ARGV[1]
 local existing = redis.call('HGET', movesKey, moveId)
 if not existing then
   return 0
+end
+if redis.call('EXISTS', shardKey) == 0 then
+  return -4
 end
 local _, _, quantity = string.find(existing, '^[^|]*|([^|]*)|')
 redis.call('HINCRBY', shardKey, 'transit', -tonumber(quantity))
