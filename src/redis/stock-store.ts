@@ -232,10 +232,11 @@ export class RedisStockStore implements StockStore {
   }
 
   /** For an answer that vouches for an earlier write but wrote nothing itself (a replay, ALREADY_COMPENSATED,
-   * the sold-out fast path's replay). WAIT counts only its own connection's writes, so after a reconnect, or
-   * on another instance than the one that wrote, it would return at once. A tiny write in the same slot goes
-   * on the connection the WAIT is sent on and comes after the earlier write in the master's one replication
-   * stream: once it is on a replica, so is everything before it. */
+   * the sold-out fast path's replay). WAIT waits for the offset its connection last stamped: Redis 7.0 stamps it
+   * after every command (so the read itself would do), but from 7.2 only a command that propagated does, and a
+   * WAIT on a connection whose last write predates the one vouched for (another instance, a reconnect) returns
+   * at once. A tiny write in the same slot, on the connection the WAIT is sent on, comes after the earlier write
+   * in the master's one replication stream: once it is on a replica, so is everything before it. */
   private async vouch(k: ShardKeys, ownerBefore: string | undefined): Promise<void> {
     if (!this.options.replicaAck) return;
     await this.redis.set(k.ack, Date.now(), 'EX', this.options.idempotencyWindowS);
