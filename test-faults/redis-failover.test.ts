@@ -79,6 +79,24 @@ function codes(r: FlashLoadResult): Record<string, number> {
   return Object.fromEntries([...r.errorCodes].map(([c, n]) => [status[c] ?? String(c), n]));
 }
 
+/** The load ran through the fault: attempts were made both before the kill and after the promotion. */
+function expectOverlap(r: FlashLoadResult, times: Partial<FaultTimes>): void {
+  expect(times.killedAt).toBeDefined();
+  expect(times.promotedAt).toBeDefined();
+  expect(r.attempts.filter((a) => a.at < times.killedAt!).length).toBeGreaterThan(0);
+  expect(r.attempts.filter((a) => a.at > times.promotedAt!).length).toBeGreaterThan(0);
+}
+
+/** Every write refused by the failover fence says when to retry: twice the fence's poll interval (100 ms).
+ * Returns how many attempts it refused. */
+function expectFenceHints(r: FlashLoadResult): number {
+  const fenced = r.attempts.filter((a) => a.code === status.UNAVAILABLE && /Redis master .*changed/.test(a.message ?? ''));
+  expect(fenced.filter((a) => a.retryAfterMs !== 200)).toEqual([]);
+  // Nothing else in these runs sends a hint.
+  expect(r.attempts.filter((a) => a.retryAfterMs !== undefined).length).toBe(fenced.length);
+  return fenced.length;
+}
+
 /** First successful deduct served by one of `shards` after `since`. */
 function firstServedAfter(r: FlashLoadResult, shards: number[], since: number): number | undefined {
   return r.attempts
@@ -111,8 +129,10 @@ describe('a Redis master SIGKILLed during a flash sale', () => {
       // Every request got a definitive answer; the load ran through the failover; what failed was UNAVAILABLE.
       // (Calls may also just wait: the client retries a closed connection for a while before giving up.)
       expect(r.unresolved).toEqual([]);
-      expect(r.attempts.some((a) => a.at < times.killedAt) && r.attempts.some((a) => a.at > times.promotedAt)).toBe(true);
+      expectOverlap(r, times);
       expect(Object.keys(codes(r)).filter((c) => c !== 'UNAVAILABLE')).toEqual([]);
+      const fencedAttempts = expectFenceHints(r);
+      if (t.app.fence!.stats.refused > 0) expect(fencedAttempts).toBeGreaterThan(0);
       // No oversell, and no request deducted twice.
       expect(r.deducted.size).toBeLessThanOrEqual(stock);
       expect([...r.firstDeductions.values()].every((n) => n === 1)).toBe(true);
@@ -147,6 +167,7 @@ describe('a Redis master SIGKILLed during a flash sale', () => {
           servedAgainAfterPromotionMs: servedAgain! - times.promotedAt,
           restartToServedMs: servedAgain! - times.restartedAt,
           fence: t.app.fence?.stats,
+          fencedAttempts,
         }),
       );
     } finally {
@@ -176,8 +197,9 @@ describe('a Redis master SIGKILLed during a flash sale', () => {
       await cluster.waitHealthy();
 
       expect(r.unresolved).toEqual([]);
-      expect(r.attempts.some((a) => a.at < times.killedAt) && r.attempts.some((a) => a.at > times.promotedAt)).toBe(true);
+      expectOverlap(r, times);
       expect(Object.keys(codes(r)).filter((c) => c !== 'UNAVAILABLE')).toEqual([]);
+      const fencedAttempts = expectFenceHints(r);
       expect([...r.firstDeductions.values()].every((n) => n === 1)).toBe(true);
 
       await waitNoTransit(t, sale.couponId);
@@ -206,6 +228,7 @@ describe('a Redis master SIGKILLed during a flash sale', () => {
           promotionMs: times.promotedAt - times.killedAt,
           servedAgainAfterPromotionMs: servedAgain! - times.promotedAt,
           fence: t.app.fence?.stats,
+          fencedAttempts,
         }),
       );
     } finally {
@@ -235,6 +258,8 @@ describe('settlement through a Redis failover', () => {
       await fault.done();
       await cluster.waitHealthy();
       expect(r.unresolved).toEqual([]);
+      expectOverlap(r, fault.times);
+      expectFenceHints(r);
       expect(r.deducted.size).toBeLessThanOrEqual(stock);
 
       const rec = await settled(t.client, sale.couponId, 60_000);
@@ -298,6 +323,8 @@ describe('a retry storm during a failover', () => {
       await cluster.waitHealthy();
 
       expect(r.unresolved).toEqual([]);
+      expectOverlap(r, fault.times);
+      expectFenceHints(r);
       expect(Object.keys(codes(r)).filter((c) => c !== 'UNAVAILABLE')).toEqual([]);
       // At most one caller per id ever saw a first-time deduction; the others got replays.
       expect([...r.firstDeductions.values()].every((n) => n === 1)).toBe(true);

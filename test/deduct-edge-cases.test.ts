@@ -125,7 +125,8 @@ describe('fallback next to a fenced shard', () => {
   it('when one shard is fenced, then fallback takes from the others, and answers UNAVAILABLE with a retry hint only when nothing else can serve', async () => {
     const c = await coupon(40, 4);
     const home = 0;
-    const [fenced, low, high] = [1, 2, 3];
+    // Shard 3 keeps its 10 units.
+    const [fenced, low] = [1, 2];
     // Make the fenced shard the fullest (15), so a plan that ignored the fence would pick it first.
     const store = a.app.store;
     expect(await store.moveOut(shardRef(c, low), 'prep', fenced, 5)).toBe(5);
@@ -147,9 +148,9 @@ describe('fallback next to a fenced shard', () => {
         (e: DomainError) => `${e.kind}/${e.retryAfterMs}`,
       );
 
-    // home 10, fenced 15, low 5, high 10: 8 more units come from `high`.
+    // home 10, fenced 15, low 5, shard 3 10: the 8 more units come from shard 3.
     expect(await deduct('a', 18)).toBe('deducted');
-    // home 0, low 5, high 2: 10 can only be covered with the fenced shard's units.
+    // home 0, low 5, shard 3 2: 10 can only be covered with the fenced shard's units.
     expect(await deduct('b', 10)).toBe('unavailable/200');
     expect(await deduct('c', 7)).toBe('deducted');
     // Only the fenced shard has units: not sold out, but not sellable now either.
