@@ -167,7 +167,6 @@ export class RedisStockStore implements StockStore {
     const owner = this.options.replicaAck?.owner(k.shard);
     const [u, q, r, c] = await this.redis.hmget(k.request(requestId), 'u', 'q', 'r', 'c');
     if (q === null || q === undefined) return null;
-    this.options.fence?.assertOpen(k.shard);
     await this.vouch(k, owner);
     return { userId: u ?? '', quantity: Number(q), remaining: Number(r), compensated: c === '1' };
   }
@@ -239,6 +238,7 @@ export class RedisStockStore implements StockStore {
    * in the master's one replication stream: once it is on a replica, so is everything before it. */
   private async vouch(k: ShardKeys, ownerBefore: string | undefined): Promise<void> {
     if (!this.options.replicaAck) return;
+    this.options.fence?.assertOpen(k.ack);
     await this.redis.set(k.ack, Date.now(), 'EX', this.options.idempotencyWindowS);
     await this.replicated(k.shard, ownerBefore);
   }
