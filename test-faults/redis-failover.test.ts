@@ -4,7 +4,7 @@
 // time to serve again) is printed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import slotOf from 'cluster-key-slot';
-import { status } from '@grpc/grpc-js';
+import { status, type ServiceError } from '@grpc/grpc-js';
 import { createInventoryClient, type InventoryClient } from '../src/client/grpc-client.js';
 import { DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { allShards, shardRef } from '../src/domain/routing.js';
@@ -132,7 +132,6 @@ describe('a Redis master SIGKILLed during a flash sale', () => {
       expectOverlap(r, times);
       expect(Object.keys(codes(r)).filter((c) => c !== 'UNAVAILABLE')).toEqual([]);
       const fencedAttempts = expectFenceHints(r);
-      if (t.app.fence!.stats.refused > 0) expect(fencedAttempts).toBeGreaterThan(0);
       // No oversell, and no request deducted twice.
       expect(r.deducted.size).toBeLessThanOrEqual(stock);
       expect([...r.firstDeductions.values()].every((n) => n === 1)).toBe(true);
@@ -413,6 +412,63 @@ describe('a master that dies while its replica is cut off', () => {
       expect(retries.map((r) => r.replayed)).toEqual(Array(5).fill(false));
       const level = (await t.client.getStock({ couponId })).level!;
       expect([level.available, level.deducted]).toEqual([5n, 5n]);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('the failover fence', () => {
+  // Under a flash sale most calls to the dead master's slots are still held by the client's own retries when
+  // the promotion lands, so few or none meet the fence; here the fence is met on purpose: the promoted replica
+  // has no replica of its own until the dead node is restarted, so `replica`-level writes must be refused.
+  it('when a master dies and its promoted replica has no replica yet, then a replica-level Deduct is refused UNAVAILABLE with retry-after-ms 200 until the old node rejoins, and its retry then deducts once', async () => {
+    await cluster.waitHealthy();
+    const { t } = await startInstance('replica');
+    try {
+      const couponId = uniqueId('fence');
+      await t.client.createCoupon({ couponId, totalStock: 10n, shardCount: 1 });
+      const coupon = (await t.app.repo.find(couponId))!;
+      const slot = slotOf(t.app.store.keys(shardRef(coupon, 0)).shard);
+      const master = await cluster.masterOfSlot(slot);
+      await cluster.kill(master.port);
+      await cluster.waitPromotion(slot, master.port);
+
+      const failures: { code: number; retryAfterMs: number | undefined; details: string }[] = [];
+      const until = Date.now() + 20_000;
+      while (Date.now() < until && !failures.some((f) => f.retryAfterMs !== undefined)) {
+        const e = await t.client.deduct({ couponId, requestId: 'fenced', quantity: 1n }, { deadlineMs: 5000 }).then(
+          () => null,
+          (err: ServiceError) => err,
+        );
+        // No replica can acknowledge a write to this slot yet: nothing may be answered DEDUCTED.
+        expect(e).not.toBeNull();
+        const hint = e!.metadata.get('retry-after-ms')[0];
+        failures.push({ code: e!.code, retryAfterMs: hint === undefined ? undefined : Number(hint), details: e!.details });
+        await sleep(50);
+      }
+      expect(failures.map((f) => f.code)).toEqual(failures.map(() => status.UNAVAILABLE));
+      const fenced = failures.filter((f) => f.retryAfterMs !== undefined);
+      expect(fenced.length).toBeGreaterThan(0);
+      expect(fenced.map((f) => f.retryAfterMs)).toEqual(fenced.map(() => 200));
+      expect(fenced[0]!.details).toMatch(/master of this shard changed/);
+      expect(t.app.fence!.fencedSlots).toBeGreaterThan(0);
+
+      await cluster.restart(master.port);
+      await cluster.waitHealthy();
+      let answer: Awaited<ReturnType<typeof t.client.deduct>> | undefined;
+      const retryUntil = Date.now() + 20_000;
+      while (!answer && Date.now() < retryUntil) {
+        answer = await t.client.deduct({ couponId, requestId: 'fenced', quantity: 1n }, { deadlineMs: 5000 }).catch(() => undefined);
+        if (!answer) await sleep(100);
+      }
+      expect(answer?.outcome).toBe(DeductOutcome.DEDUCTED);
+      expect(t.app.fence!.fencedSlots).toBe(0);
+      expect((await t.client.getStock({ couponId })).level?.available).toBe(9n);
+      console.log(
+        '[faults] fence:',
+        JSON.stringify({ failures: failures.length, fenced: fenced.length, replayed: answer?.replayed, fence: t.app.fence?.stats }),
+      );
     } finally {
       await t.close();
     }
