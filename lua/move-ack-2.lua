@@ -8,7 +8,9 @@
 
   Returns
     1  acknowledged
-    0  unknown moveId (already acknowledged), or the shard is missing (nothing is created)
+    0  unknown moveId (already acknowledged)
+   -4  the shard hash is missing: nothing is changed (a hash holding only `transit` would pass for a shard;
+       the move stays recorded for whatever restores the shard)
    -5  the coupon is paused for recovery, which counts this move as it stands: acknowledge later
 ]]
 local shardKey = KEYS[1]
@@ -21,7 +23,7 @@ if not existing then
 end
 local state = redis.call('HMGET', shardKey, 'avail', 'pz')
 if not state[1] then
-  return 0
+  return -4
 end
 if state[2] then
   local t = redis.call('TIME')

@@ -83,6 +83,16 @@ describe('a service instance SIGKILLed during a flash sale', () => {
     });
     expect(killedAt).toBeGreaterThan(0);
     expect(r.unresolved).toEqual([]);
+    // The crash overlapped the load: attempts before it, and after the balancer had dropped the dead instance.
+    expect(r.attempts.filter((x) => x.at < killedAt).length).toBeGreaterThan(0);
+    expect(r.attempts.filter((x) => x.at > killedAt + 300).length).toBeGreaterThan(0);
+    // Calls cut off by the crash, and those sent to the dead instance before the balancer noticed, fail
+    // UNAVAILABLE (retryable with the same request_id), never anything a client would give up on.
+    expect(r.attempts.filter((x) => x.code !== 0 && x.at < killedAt).map((x) => x.message)).toEqual([]);
+    expect(Object.keys(Object.fromEntries([...r.errorCodes].map(([c, n]) => [status[c] ?? c, n])))).toEqual(
+      r.errorCodes.size > 0 ? ['UNAVAILABLE'] : [],
+    );
+    expect(r.errorCodes.get(status.UNAVAILABLE) ?? 0).toBeGreaterThan(0);
     // Only attempts caught by the crash failed; the survivor answered every retry definitively.
     const failedOnSurvivor = r.attempts.filter((x) => x.code !== 0 && x.at > killedAt + 2000);
     expect(failedOnSurvivor).toEqual([]);

@@ -6,6 +6,7 @@ import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { certDir, type CertDir } from './support/certs.js';
+import { shardRef } from '../src/domain/routing.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 
 const LAUNCHER = new URL('../bin/shardstock.mjs', import.meta.url).pathname;
@@ -229,6 +230,32 @@ describe('shardstock watch / reconcile', () => {
     expect(human.code).toBe(0);
     expect(human.stdout).toContain(`${id}: CONSISTENT`);
     expect(human.stdout).toMatch(/mysql\s+ledger deducted\s+7/);
+  });
+
+  it('when a shard lost units and one vanished, then reconcile --repair rebuilds and restores them to the bound and exits 0', async () => {
+    const id = uniqueId('cli');
+    await t.client.createCoupon({ couponId: id, totalStock: 40n, shardCount: 4 });
+    const coupon = (await t.app.repo.find(id))!;
+    // Behind the service's back, shard 0 loses 3 units: a repair restores them.
+    await t.app.redis.hincrby(t.app.store.keys(shardRef(coupon, 0)).shard, 'avail', -3);
+    const r = await cli(['reconcile', id, '--repair', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(json(r)).toMatchObject({
+      consistent: true,
+      redisAvailable: 40,
+      repair: { rebuiltShards: [], restoredUnits: 3, loweredUnits: 0, bound: 40 },
+    });
+    // Then shard 1 vanishes: the repair rebuilds it with what the others do not hold.
+    const held = Number(await t.app.redis.hget(t.app.store.keys(shardRef(coupon, 1)).shard, 'avail'));
+    await t.app.redis.del(t.app.store.keys(shardRef(coupon, 1)).shard);
+    const rebuilt = await cli(['reconcile', id, '--repair', '--json']);
+    expect(json(rebuilt)).toMatchObject({
+      consistent: true,
+      redisAvailable: 40,
+      repair: { rebuiltShards: [1], loadedUnits: held, restoredUnits: 0 },
+    });
+    const again = await cli(['reconcile', id, '--repair']);
+    expect(again.stdout).toContain('repair: rebuilt shards [] with 0 units, lowered 0, restored 0');
   });
 });
 

@@ -78,12 +78,14 @@ ${COMMON_HELP}`;
 
 export const RECONCILE_SUMMARY = 'compare Redis, in-flight events and MySQL for a coupon';
 export const RECONCILE_HELP = `Usage:
-  shardstock reconcile <coupon-id>
+  shardstock reconcile <coupon-id> [--repair]
 
 Compares the Redis shards, the events still on their way (Redis outbox + JetStream) and MySQL (the coupon
 row and the ledger) for one coupon, and prints each figure with the two drifts:
   ledger drift  settled_remaining - (total + restocked - ledger_deducted + ledger_compensated)
   redis drift   redis_available - (settled_remaining - in_flight_net)
+With --repair (admin role) it first brings Redis back to its bound in both directions — rebuilds lost
+shards, lowers a surplus, restores lost units, each change a REPAIR ledger row — then reports.
 Exit 0 when consistent, 3 when not (see docs/operations.md, "Drift").
 
 ${COMMON_HELP}`;

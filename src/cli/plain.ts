@@ -75,5 +75,14 @@ export function plainReconcile(r: ReconcileResponse) {
     ledgerDrift: n(r.ledgerDrift),
     redisDrift: n(r.redisDrift),
     checkedAt: iso(r.checkedAt),
+    repair: r.repair && {
+      rebuiltShards: r.repair.rebuiltShards,
+      loadedUnits: n(r.repair.loadedUnits),
+      loweredUnits: n(r.repair.loweredUnits),
+      restoredUnits: n(r.repair.restoredUnits),
+      restoredRecords: n(r.repair.restoredRecords),
+      bound: n(r.repair.bound),
+      pausedMs: n(r.repair.pausedMs),
+    },
   };
 }

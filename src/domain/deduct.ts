@@ -2,6 +2,7 @@
 // request, units are moved to it from the shards that have them (move-out on each source, credited by the
 // next deduct call on the home shard, acknowledged afterwards; a sweeper finishes moves whose mover died),
 // so a coupon is sold out only when all of its shards are empty.
+import { randomBytes } from 'node:crypto';
 import { DomainError, invalid } from './errors.js';
 import type { Coupon, Credit, ShardLevel, StockChanges, StockStore } from './ports.js';
 import type { CouponCatalog } from './coupon-catalog.js';
@@ -22,6 +23,8 @@ export interface DeductInput {
 export interface DeductResult {
   outcome: DeductOutcome;
   replayed: boolean;
+  /** A replayed DEDUCTED whose units were given back since (Compensate): the caller no longer holds them. */
+  compensated?: boolean;
   /** Units left in the serving shard right after the call. */
   remaining: number;
   shard: number;
@@ -65,15 +68,19 @@ export class DeductService {
     if (limit > 0 && quantity > limit)
       return { outcome: 'user_limit_exceeded', replayed: false, remaining: 0, shard: homeShard(coupon, requestId, userId) };
 
+    let keepClaim = async () => {};
     if (limit > 0) {
       // A limited coupon routes by user; the request id's own shard keeps who first used it, so reuse with
-      // another user or quantity is caught even though it would land on another shard.
+      // another user or quantity is caught even though it would land on another shard. The claim is held only
+      // briefly until the deduction is made, so refused requests leave nothing behind for long.
       const claimed = `${userId}|${quantity}`;
-      const prior = await this.store.claimRequest(shardRef(coupon, claimShard(coupon, requestId)), requestId, claimed);
+      const claimRef = shardRef(coupon, claimShard(coupon, requestId));
+      const prior = await this.store.claimRequest(claimRef, requestId, claimed);
       if (prior !== null && prior !== claimed) {
         const [priorUser, priorQty] = prior.split('|');
         throw conflict(requestId, priorUser !== userId ? 'user_id' : 'quantity', priorUser !== userId ? priorUser! : priorQty!);
       }
+      keepClaim = () => this.store.keepClaim(claimRef, requestId, claimed);
     }
 
     const home = homeShard(coupon, requestId, userId);
@@ -86,10 +93,14 @@ export class DeductService {
       if (!rec) return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home };
       if (rec.userId !== userId) throw conflict(requestId, 'user_id', rec.userId);
       if (rec.quantity !== quantity) throw conflict(requestId, 'quantity', String(rec.quantity));
-      return { outcome: 'deducted', replayed: true, remaining: rec.remaining, shard: home };
+      await keepClaim();
+      return { outcome: 'deducted', replayed: true, compensated: rec.compensated, remaining: rec.remaining, shard: home };
     }
 
     const req = { requestId, userId, quantity, perUserLimit: limit };
+    // Move ids must be new on every call: a retry reusing one would find its credit applied and skip it,
+    // destroying the units it had just taken.
+    const attempt = randomBytes(6).toString('base64url');
     let credits: Credit[] = [];
     let creditEpoch = '';
     let moved: { source: number; moveId: string }[] = [];
@@ -127,9 +138,11 @@ export class DeductService {
           this.changes?.changed(couponId, false);
           // A re-check of an expired sold-out flag found stock (a missed signal): stop refusing.
           this.soldOut.clear(couponId);
+          await keepClaim();
           return { outcome: 'deducted', replayed: false, remaining: r.remaining, shard: home };
         case 'replay':
-          return { outcome: 'deducted', replayed: true, remaining: r.remaining, shard: home };
+          await keepClaim();
+          return { outcome: 'deducted', replayed: true, compensated: r.compensated, remaining: r.remaining, shard: home };
         case 'conflict':
           throw conflict(requestId, r.field, r.recorded);
         case 'user_limit':
@@ -147,7 +160,7 @@ export class DeductService {
             await sleep(1 + Math.random() * 4 * (round + 1));
             continue;
           }
-          const taken = await this.moveIn(coupon, home, requestId, round, plan);
+          const taken = await this.moveIn(coupon, home, `${requestId}/${attempt}.${round}`, plan);
           credits = taken.credits;
           moved = taken.moved;
           creditEpoch = r.epoch;
@@ -159,27 +172,53 @@ export class DeductService {
     throw new DomainError('aborted', `too much contention on coupon ${couponId}; retry with the same request_id`);
   }
 
-  /** Decides from a probe of every shard: sell-out, not enough, wait for units in transit, or where to take from. */
+  /** Decides from a probe of every shard: sell-out, not enough, wait for units in transit, or where to take from.
+   * Fenced shards (their master just changed) cannot give units now: they are never sources, and only when
+   * nothing else can cover the request is it refused UNAVAILABLE, to retry once the fence lifts. */
   private async planFallback(coupon: Coupon, home: number, quantity: number, homeAvailable: number) {
     const levels = await this.store.probe(allShards(coupon));
     let available = 0;
     let inTransit = 0;
+    let fenced = 0;
+    let retryAfterMs = 0;
+    const open: ShardLevel[] = [];
     for (const l of levels) {
-      available += l.index === home ? homeAvailable : (l.available ?? 0);
       inTransit += l.inTransit;
+      if (l.index === home) available += homeAvailable;
+      else if (l.fencedRetryAfterMs !== undefined) {
+        fenced += l.available ?? 0;
+        retryAfterMs = Math.max(retryAfterMs, l.fencedRetryAfterMs);
+        continue;
+      } else available += l.available ?? 0;
+      open.push(l);
     }
-    if (available + inTransit === 0) return 'sold_out' as const;
-    if (available < quantity) return inTransit > 0 ? ('wait' as const) : ('insufficient' as const);
-    return pickSources(levels, home, quantity - homeAvailable);
+    if (available + inTransit + fenced === 0) return 'sold_out' as const;
+    if (available < quantity) {
+      if (inTransit > 0) return 'wait' as const;
+      if (available + fenced < quantity) return 'insufficient' as const;
+      throw new DomainError(
+        'unavailable',
+        `the units coupon ${coupon.id} has left are on shards whose Redis master just changed; retry with the same request_id`,
+        { retryAfterMs },
+      );
+    }
+    return pickSources(open, home, quantity - homeAvailable);
   }
 
-  private async moveIn(coupon: Coupon, home: number, requestId: string, round: number, sources: { index: number; want: number }[]) {
+  private async moveIn(coupon: Coupon, home: number, attempt: string, sources: { index: number; want: number }[]) {
     const credits: Credit[] = [];
     const moved: { source: number; moveId: string }[] = [];
     await Promise.all(
       sources.map(async ({ index, want }) => {
-        const moveId = `${requestId}/${round}/${index}>${home}`;
-        const taken = await this.store.moveOut(shardRef(coupon, index), moveId, home, want);
+        const moveId = `${attempt}/${index}>${home}`;
+        let taken: number | 'missing' | 'paused';
+        try {
+          taken = await this.store.moveOut(shardRef(coupon, index), moveId, home, want);
+        } catch (err) {
+          // Fenced since the probe: the next round's probe leaves it out.
+          if (err instanceof DomainError && err.kind === 'unavailable' && err.retryAfterMs !== undefined) return;
+          throw err;
+        }
         if (taken === 'missing') {
           this.reloader.reload(coupon, index).catch((err) => this.onError('reload', err));
           return;

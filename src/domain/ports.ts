@@ -58,6 +58,8 @@ export interface ShardLevel {
   available: number | null;
   inTransit: number;
   net: number;
+  /** Set while writes to the shard are refused (its master just changed): when to try again. */
+  fencedRetryAfterMs?: number;
 }
 
 export interface PendingMove {
@@ -75,10 +77,14 @@ export interface StockStore {
   deduct(shard: ShardRef, input: DeductInput, credits: Credit[], creditEpoch?: string): Promise<DeductScriptResult>;
   /** limitedUserId: the deduction's user when the coupon has a per-user limit (its count is given back). */
   compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult>;
-  /** SET NX GET of "user|quantity" on the request's own shard; returns what was there before (null: claimed now). */
+  /** SET NX GET of "user|quantity" on the request's own shard, held briefly; returns what was there before
+   * (null: claimed now). */
   claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null>;
+  /** Once the request's deduction is made: keeps its claim for the idempotency window. */
+  keepClaim(shard: ShardRef, requestId: string, value: string): Promise<void>;
   readClaim(shard: ShardRef, requestId: string): Promise<string | null>;
-  /** The recorded deduction of a request, without running a script (sold-out fast path). */
+  /** The recorded deduction of a request, without running a script (sold-out fast path). Like a replay, a
+   * found record is answered only once it is as durable as the ack level asks. */
   readRequest(
     shard: ShardRef,
     requestId: string,
@@ -86,6 +92,7 @@ export interface StockStore {
   probe(shards: ShardRef[]): Promise<ShardLevel[]>;
   /** 'paused': the coupon is being recovered; take from elsewhere or wait. */
   moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing' | 'paused'>;
+  /** false: unknown move id, the source shard's hash is gone (then nothing is changed), or paused. */
   ackMove(source: ShardRef, moveId: string): Promise<boolean>;
   /** 'paused': a recovery holds the coupon; it settles what this credit was for, so retry later. */
   credit(shard: ShardRef, creditId: string, quantity: number): Promise<'applied' | 'already' | 'missing' | 'paused'>;

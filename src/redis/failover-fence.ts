@@ -71,9 +71,14 @@ export class FailoverFence {
         'unavailable',
         `the Redis master of this shard changed (failover); writes resume once ${now ?? 'the new master'} is confirmed` +
           `${this.options.ackLevel === 'replica' ? ' with a replica online' : ''}; retry with the same request_id`,
-        { retryAfterMs: this.pollMs * 2 },
+        { retryAfterMs: this.retryAfterMs(key) },
       );
     }
+  }
+
+  /** The retry hint a write to `key` would be refused with now; undefined while its slot is open. */
+  retryAfterMs(key: string): number | undefined {
+    return this.fencedSlot[slotOf(key)] === 1 ? this.pollMs * 2 : undefined;
   }
 
   /** Slots fenced right now. */

@@ -20,6 +20,9 @@ export interface ShardKeys {
   moves: string;
   /** sorted set of credit ids (moves in, restocks, anomaly refunds) applied here, scored by time: makes credits idempotent */
   credits: string;
+  /** string: touched (at `replica` ack level) by an answer that vouches for an earlier write without writing
+   *  itself (a replay, ALREADY_COMPENSATED), so that the WAIT after it covers that write (stock-store.ts) */
+  ack: string;
 }
 
 export function shardKeys(namespace: string, tag: string): ShardKeys {
@@ -32,6 +35,7 @@ export function shardKeys(namespace: string, tag: string): ShardKeys {
     outbox: `${base}:outbox`,
     moves: `${base}:moves`,
     credits: `${base}:credits`,
+    ack: `${base}:ack`,
   };
 }
 

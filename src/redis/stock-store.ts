@@ -17,6 +17,10 @@ import type { ReplicaAck } from './replica-ack.js';
 /** Applied credit ids are kept this long: far longer than any move or restock stays unfinished. */
 const CREDIT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 
+/** A limited coupon's request claim lives this long until its deduction is made (then: the idempotency window).
+ * Far longer than a call lasts, and short enough that a flood of refused request ids cannot fill Redis. */
+export const CLAIM_HOLD_S = 60;
+
 type Reply = (string | number | null)[];
 
 export interface RedisStockStoreOptions {
@@ -25,7 +29,7 @@ export interface RedisStockStoreOptions {
   /** When set, Deduct and Compensate writes wait for a replica before resolving. */
   replicaAck?: ReplicaAck | undefined;
   /** When set, writes to a slot whose master just changed are refused until it is confirmed (failover-fence.ts). */
-  fence?: { assertOpen(key: string): void } | undefined;
+  fence?: { assertOpen(key: string): void; retryAfterMs?(key: string): number | undefined } | undefined;
 }
 
 export class RedisStockStore implements StockStore {
@@ -93,7 +97,7 @@ export class RedisStockStore implements StockStore {
     }
     if (code === 2) {
       // The original write may not have reached a replica when it was answered (e.g. the WAIT timed out).
-      await this.replicated(k.shard, owner);
+      await this.vouch(k, owner);
       return { kind: 'replay', remaining: Number(r[1]), compensated: Number(r[2]) === 1 };
     }
     if (credits.length > 0) await this.replicated(k.shard, owner);
@@ -126,7 +130,10 @@ export class RedisStockStore implements StockStore {
       await this.replicated(k.shard, owner);
       return { kind: 'compensated', remaining: Number(r[1]), quantity: Number(r[2]) };
     }
-    if (code === 2) return { kind: 'already', remaining: Number(r[1]) };
+    if (code === 2) {
+      await this.vouch(k, owner);
+      return { kind: 'already', remaining: Number(r[1]) };
+    }
     if (code === 3) return { kind: 'not_deducted' };
     if (code === -4) return { kind: 'missing' };
     if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
@@ -136,8 +143,23 @@ export class RedisStockStore implements StockStore {
   async claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null> {
     const k = this.keys(shard);
     this.options.fence?.assertOpen(k.claim(requestId));
-    const prev = await this.redis.set(k.claim(requestId), value, 'EX', this.options.idempotencyWindowS, 'NX', 'GET');
+    const prev = await this.redis.set(
+      k.claim(requestId),
+      value,
+      'EX',
+      Math.min(CLAIM_HOLD_S, this.options.idempotencyWindowS),
+      'NX',
+      'GET',
+    );
     return prev ?? null;
+  }
+
+  async keepClaim(shard: ShardRef, requestId: string, value: string): Promise<void> {
+    const key = this.keys(shard).claim(requestId);
+    const held = await this.redis.getex(key, 'EX', this.options.idempotencyWindowS);
+    // Gone only when the call outlived the hold: put it back for the window. Held by another user (claimed
+    // after it lapsed) cannot be undone here; that user's own deduction is refused or recorded on its shard.
+    if (held === null) await this.redis.set(key, value, 'EX', this.options.idempotencyWindowS, 'NX');
   }
 
   async readClaim(shard: ShardRef, requestId: string): Promise<string | null> {
@@ -145,8 +167,11 @@ export class RedisStockStore implements StockStore {
   }
 
   async readRequest(shard: ShardRef, requestId: string) {
-    const [u, q, r, c] = await this.redis.hmget(this.keys(shard).request(requestId), 'u', 'q', 'r', 'c');
+    const k = this.keys(shard);
+    const owner = this.options.replicaAck?.owner(k.shard);
+    const [u, q, r, c] = await this.redis.hmget(k.request(requestId), 'u', 'q', 'r', 'c');
     if (q === null || q === undefined) return null;
+    await this.vouch(k, owner);
     return { userId: u ?? '', quantity: Number(q), remaining: Number(r), compensated: c === '1' };
   }
 
@@ -154,11 +179,13 @@ export class RedisStockStore implements StockStore {
     return Promise.all(
       shards.map(async (s) => {
         const [avail, transit, net] = await this.redis.hmget(this.keys(s).shard, 'avail', 'transit', 'net');
+        const fencedRetryAfterMs = this.options.fence?.retryAfterMs?.(this.keys(s).shard);
         return {
           index: s.index,
           available: avail === null || avail === undefined ? null : Number(avail),
           inTransit: Number(transit ?? 0),
           net: Number(net ?? 0),
+          ...(fencedRetryAfterMs === undefined ? {} : { fencedRetryAfterMs }),
         };
       }),
     );
@@ -207,5 +234,18 @@ export class RedisStockStore implements StockStore {
 
   private async replicated(key: string, ownerBefore: string | undefined): Promise<void> {
     if (this.options.replicaAck) await this.options.replicaAck.afterWrite(key, ownerBefore);
+  }
+
+  /** For an answer that vouches for an earlier write but wrote nothing itself (a replay, ALREADY_COMPENSATED,
+   * the sold-out fast path's replay). WAIT waits for the offset its connection last stamped: Redis 7.0 stamps it
+   * after every command (so the read itself would do), but from 7.2 only a command that propagated does, and a
+   * WAIT on a connection whose last write predates the one vouched for (another instance, a reconnect) returns
+   * at once. A tiny write in the same slot, on the connection the WAIT is sent on, comes after the earlier write
+   * in the master's one replication stream: once it is on a replica, so is everything before it. */
+  private async vouch(k: ShardKeys, ownerBefore: string | undefined): Promise<void> {
+    if (!this.options.replicaAck) return;
+    this.options.fence?.assertOpen(k.ack);
+    await this.redis.set(k.ack, Date.now(), 'EX', this.options.idempotencyWindowS);
+    await this.replicated(k.shard, ownerBefore);
   }
 }

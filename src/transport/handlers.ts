@@ -119,6 +119,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
       return create(DeductResponseSchema, {
         outcome: DEDUCT_OUTCOMES[r.outcome],
         replayed: r.replayed,
+        compensated: r.compensated ?? false,
         remaining: BigInt(r.remaining),
         shard: r.shard,
       });

@@ -30,6 +30,8 @@ export interface Attempt {
   replayed?: boolean;
   shard?: number;
   message?: string;
+  /** The `retry-after-ms` a refusal carried. */
+  retryAfterMs?: number;
 }
 
 export interface FlashLoadResult {
@@ -75,9 +77,15 @@ export async function flashLoad(o: FlashLoadOptions): Promise<FlashLoadResult> {
         return;
       } catch (err) {
         const e = err as ServiceError;
-        r.attempts.push({ at: Date.now(), requestId, code: e.code, message: e.details });
-        r.errorCodes.set(e.code, (r.errorCodes.get(e.code) ?? 0) + 1);
         const hinted = Number(e.metadata?.get('retry-after-ms')[0] ?? NaN);
+        r.attempts.push({
+          at: Date.now(),
+          requestId,
+          code: e.code,
+          message: e.details,
+          ...(Number.isFinite(hinted) ? { retryAfterMs: hinted } : {}),
+        });
+        r.errorCodes.set(e.code, (r.errorCodes.get(e.code) ?? 0) + 1);
         await sleep(Number.isFinite(hinted) ? hinted : 50 + Math.random() * 100);
       }
     }
