@@ -28,11 +28,13 @@ export function luaScripts(): Map<string, { numberOfKeys: number; lua: string }>
 
 export function connectCluster(options: RedisClusterOptions): Cluster {
   const cluster = new Cluster(options.nodes, {
-    // Every script has a fixed key count, so autopipelining routes them correctly (shared/NOTES.md).
+    // Every script has a fixed key count, so autopipelining routes them correctly (a dynamic key count is
+    // mis-routed under autopipelining in Cluster mode: ioredis issue #2109).
     enableAutoPipelining: true,
     scaleReads: 'master',
-    // Commands issued while no connection/slot map is available fail fast instead of queueing for ever:
-    // a caller gets UNAVAILABLE and retries with the same request_id.
+    // Commands issued while no connection or slot map is available wait in the offline queue (through a
+    // failover's reconnect), bounded by maxRetriesPerRequest and commandTimeout below; a call that still
+    // fails gets UNAVAILABLE and its caller retries with the same request_id.
     enableOfflineQueue: true,
     retryDelayOnClusterDown: 200,
     retryDelayOnFailover: 200,

@@ -2,7 +2,7 @@
 // WAIT counts the writes made on the connection it is sent on, so it goes to the owning master's node
 // connection (the one ioredis sends the scripts on), after the write's reply. One WAIT covers every write
 // that connection has replied to before it, so concurrent callers share one: measured 1,000 writes took
-// 15 ms with one WAIT per master against 101 ms with one per write (shared/NOTES.md).
+// 15 ms with one WAIT per master against 101 ms with one per write, measured on the development machine.
 import type { Cluster, Redis } from 'ioredis';
 import slotOf from 'cluster-key-slot';
 
