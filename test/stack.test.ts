@@ -2,8 +2,10 @@
 // the shared one) `up` restarts only the nodes that are missing, from their own AOF and nodes.conf, and they
 // rejoin; `down` and a refused `up` delete nothing; `reset` is the only path that deletes, and names what it
 // deletes first; a pidfile that names another process never gets it signalled.
+// Like the other tests that start their own cluster, run it alone under the machine-wide lock when others share
+// the machine:  flock /tmp/shardstock-owncluster.lock npx vitest run test/stack.test.ts
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -118,6 +120,21 @@ describe('local redis cluster (private ports 7301-7306)', () => {
     expect(get(KEY)).toBe('only-on-disk-after-the-kill');
     expect(readFileSync(join(layout.dirOf(master), 'redis.log'), 'utf8')).toMatch(/DB loaded from append only file/);
     console.log(`[stack test] a master and its replica restarted from AOF and rejoined in ${ms.toFixed(0)} ms`);
+  });
+
+  it("when a replica's directory is lost with it, then up starts it empty and it rejoins as a replica; the others keep running", async () => {
+    const { replica } = ownersOf(KEY);
+    const before = pids();
+    await kill(replica);
+    rmSync(layout.dirOf(replica), { recursive: true, force: true });
+    const r = await redisUp(layout);
+    expect(r).toEqual({ action: 'restarted', started: [replica] });
+    for (const port of PORTS.filter((p) => p !== replica)) expect(pids().get(port)).toBe(before.get(port));
+    expect(clusterHealthy(PORTS)).toBe(true);
+    expect(redisCli(replica, 'info', 'replication')).toContain('master_link_status:up');
+    // Every node knows exactly six: the lost node's old id was forgotten everywhere.
+    for (const port of PORTS) expect(redisCli(port, 'cluster', 'info')).toContain('cluster_known_nodes:6');
+    expect(get(KEY)).toBe('only-on-disk-after-the-kill');
   });
 
   it('when a pidfile names another process, then down leaves it and its node alone, up refuses instead of wiping, and nothing is deleted', async () => {

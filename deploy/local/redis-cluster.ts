@@ -66,9 +66,15 @@ export function clusterHealthy(ports: number[]): boolean {
   return masters.length >= 3 && replicas.length >= 3;
 }
 
-/** Healthy, and every replica has finished its sync (before that a WAIT cannot be acknowledged). */
+/** Healthy, every node knows every other (gossip has reached them all), and every replica has finished its
+ * sync (before that a WAIT cannot be acknowledged). */
 async function waitClusterReady(ports: number[], timeoutMs: number): Promise<void> {
   await waitFor('redis cluster to become healthy', async () => clusterHealthy(ports), timeoutMs);
+  await waitFor(
+    'every node to know the others',
+    async () => ports.every((p) => Number(/cluster_known_nodes:(\d+)/.exec(redisCli(p, 'cluster', 'info'))?.[1] ?? 0) >= ports.length),
+    timeoutMs,
+  );
   await waitFor(
     'replicas to sync',
     async () =>
@@ -137,18 +143,24 @@ async function formCluster(ports: number[]): Promise<void> {
   await waitClusterReady(ports, 30_000);
 }
 
-/** A node whose directory was lost comes back empty under a new id: the live nodes forget its old id, and it
- * joins as a replica of the master with the fewest. */
-function rejoinEmptyNode(layout: RedisLayout, port: number): void {
+/** The ids the live nodes still keep for `port`: read before a new node takes the address, which turns the old
+ * entry into an address-less one. */
+function idsAt(layout: RedisLayout, port: number): string[] {
   const seed = layout.ports.find((p) => p !== port && redisCli(p, 'ping') === 'PONG');
-  if (seed === undefined) throw new Error(`no node of the cluster answers to let ${port} rejoin`);
-  const newId = redisCli(port, 'cluster', 'myid');
-  const stale = redisCli(seed, 'cluster', 'nodes')
+  if (seed === undefined) return [];
+  return redisCli(seed, 'cluster', 'nodes')
     .split('\n')
     .map((l) => l.split(' '))
-    .filter((f) => f[0] !== newId && f[1]?.startsWith(`127.0.0.1:${port}@`))
+    .filter((f) => f[1]?.startsWith(`127.0.0.1:${port}@`))
     .map((f) => f[0]!);
-  for (const id of stale) {
+}
+
+/** A node whose directory was lost comes back empty under a new id: the live nodes forget its old id, and it
+ * joins as a replica of the master with the fewest. */
+function rejoinEmptyNode(layout: RedisLayout, port: number, oldIds: string[]): void {
+  const seed = layout.ports.find((p) => p !== port && redisCli(p, 'ping') === 'PONG');
+  if (seed === undefined) throw new Error(`no node of the cluster answers to let ${port} rejoin`);
+  for (const id of oldIds) {
     for (const p of layout.ports) if (p !== port) redisCli(p, 'cluster', 'forget', id);
   }
   const add = spawnSync('redis-cli', ['--cluster', 'add-node', `127.0.0.1:${port}`, `127.0.0.1:${seed}`, '--cluster-slave'], {
@@ -180,11 +192,12 @@ export async function redisUp(layout: RedisLayout): Promise<RedisUpResult> {
     return { action: 'created', started: missing };
   }
 
+  const lost = new Map(missing.filter((p) => !joined.get(p)).map((p) => [p, idsAt(layout, p)]));
   for (const port of missing) startRedisNode(port, dirOf(port));
   await waitFor('redis nodes', () => allOpen(missing), 10_000);
-  for (const port of missing.filter((p) => !joined.get(p))) {
+  for (const [port, oldIds] of lost) {
     log(`redis ${port}: its directory held no cluster state; it rejoins empty, as a replica`);
-    rejoinEmptyNode(layout, port);
+    rejoinEmptyNode(layout, port, oldIds);
   }
   try {
     await waitClusterReady(ports, 30_000);
