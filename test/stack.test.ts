@@ -9,7 +9,16 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clusterHealthy, nodePid, type RedisLayout, redisCli, redisDown, redisReset, redisUp } from '../deploy/local/redis-cluster.js';
+import {
+  clusterHealthy,
+  createRedisCluster,
+  nodePid,
+  type RedisLayout,
+  redisCli,
+  redisDown,
+  redisReset,
+  redisUp,
+} from '../deploy/local/redis-cluster.js';
 import { portOpen, sleep, waitFor } from '../deploy/local/wait.js';
 
 const PORTS = [7301, 7302, 7303, 7304, 7305, 7306];
@@ -199,5 +208,18 @@ describe('local redis cluster (private ports 7301-7306)', () => {
     for (const port of PORTS) expect(await portOpen(port)).toBe(false);
     expect(alive(fake.pid!)).toBe(true);
     expect(existsSync(join(ROOT, '.data', 'stack-test'))).toBe(true);
+  });
+
+  it('when a master that kept no data on disk (a cluster from before AOF) is killed, then up starts it only after its replica took over, and the key survives', async () => {
+    await createRedisCluster(PORTS, layout.dirOf, { persistence: 'none' });
+    expect(redisCli(PORTS[0]!, '-c', 'set', KEY, 'on-the-replica-only')).toBe('OK');
+    expect(redisCli(PORTS[0]!, '-c', 'wait', '1', '2000')).toBe('1');
+    const { master, replica } = ownersOf(KEY);
+    await kill(master);
+    const r = await redisUp(layout);
+    expect(r).toEqual({ action: 'restarted', started: [master] });
+    expect(ownersOf(KEY)).toEqual({ master: replica, replica: master });
+    expect(redisCli(master, 'info', 'replication')).toContain('role:slave');
+    expect(get(KEY)).toBe('on-the-replica-only');
   });
 });

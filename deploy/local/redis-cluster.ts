@@ -143,6 +143,36 @@ async function formCluster(ports: number[]): Promise<void> {
   await waitClusterReady(ports, 30_000);
 }
 
+/** The node's own id when its nodes.conf says it was a master owning slots, and it keeps no data on disk (a node
+ * started without persistence, as this stack did before it used AOF): started now, it would come back empty as
+ * that master, and its replica would then copy the emptiness. */
+function emptyMasterId(dir: string): string | undefined {
+  if (existsSync(join(dir, 'appendonlydir')) || existsSync(join(dir, 'dump.rdb')) || !existsSync(join(dir, 'nodes.conf'))) return undefined;
+  const me = readFileSync(join(dir, 'nodes.conf'), 'utf8')
+    .split('\n')
+    .map((l) => l.split(' '))
+    .find((f) => f[2]?.split(',').includes('myself'));
+  return me?.[2]?.includes('master') && me.length > 8 ? me[0] : undefined;
+}
+
+/** Waits until a live node reports that `id` no longer owns slots (its replica took over); gives up after a
+ * while, when no replica is left to take over. */
+async function waitForTakeover(layout: RedisLayout, port: number, id: string): Promise<void> {
+  const ownsSlots = () => {
+    const seed = layout.ports.find((p) => p !== port && redisCli(p, 'ping') === 'PONG');
+    if (seed === undefined) return false;
+    const f = redisCli(seed, 'cluster', 'nodes')
+      .split('\n')
+      .map((l) => l.split(' '))
+      .find((x) => x[0] === id);
+    return f !== undefined && f[2]!.includes('master') && f.length > 8;
+  };
+  log(`redis ${port}: kept no data and was a master; waiting for its replica to take over before starting it`);
+  await waitFor(`a replica to take over from ${port}`, async () => !ownsSlots(), 20_000).catch(() =>
+    log(`redis ${port}: no replica took over; starting it anyway (its slots come back empty)`),
+  );
+}
+
 /** The ids the live nodes still keep for `port`: read before a new node takes the address, which turns the old
  * entry into an address-less one. */
 function idsAt(layout: RedisLayout, port: number): string[] {
@@ -193,6 +223,10 @@ export async function redisUp(layout: RedisLayout): Promise<RedisUpResult> {
   }
 
   const lost = new Map(missing.filter((p) => !joined.get(p)).map((p) => [p, idsAt(layout, p)]));
+  for (const port of missing) {
+    const id = emptyMasterId(dirOf(port));
+    if (id !== undefined) await waitForTakeover(layout, port, id);
+  }
   for (const port of missing) startRedisNode(port, dirOf(port));
   await waitFor('redis nodes', () => allOpen(missing), 10_000);
   for (const [port, oldIds] of lost) {
