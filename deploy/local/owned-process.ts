@@ -55,7 +55,7 @@ function commandLine(pid: number): string | undefined {
 /** True when `pid` is a `binary` process that listens on `port`. */
 export function isServerOn(pid: number, port: number, binary: string): boolean {
   const cmd = commandLine(pid);
-  return cmd !== undefined && cmd.includes(binary) && holdsSocket(pid, listeningInodes(port));
+  return cmd?.includes(binary) === true && holdsSocket(pid, listeningInodes(port));
 }
 
 /** The pid in `pidFile` when it is this port's `binary` server; undefined for a stale or foreign pid. */

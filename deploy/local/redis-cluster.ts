@@ -6,6 +6,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ownedServerPid, signalOwnedServer } from './owned-process.js';
+import { redisCli } from './redis-cli.js';
+import { emptyMasterId, idsAt, rejoinEmptyNode, waitForTakeover } from './redis-rejoin.js';
 import { portOpen, waitFor } from './wait.js';
 
 export interface RedisLayout {
@@ -29,14 +31,11 @@ export interface RedisUpResult {
 }
 
 const log = (msg: string) => process.stderr.write(`[stack] ${msg}\n`);
+
+export { redisCli } from './redis-cli.js';
 const pidFile = (layout: RedisLayout, port: number) => join(layout.dirOf(port), 'redis.pid');
 const allOpen = async (ports: number[]) => (await Promise.all(ports.map((p) => portOpen(p)))).every(Boolean);
 const allClosed = async (ports: number[]) => (await Promise.all(ports.map((p) => portOpen(p)))).every((o) => !o);
-
-export function redisCli(port: number, ...args: string[]): string {
-  const r = spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { encoding: 'utf8', timeout: 5000 });
-  return (r.stdout ?? '').trim();
-}
 
 /** The pid of the node on `port` when it is the redis-server its pidfile names (never a stale or foreign pid). */
 export function nodePid(layout: RedisLayout, port: number): number | undefined {
@@ -143,62 +142,6 @@ async function formCluster(ports: number[]): Promise<void> {
   await waitClusterReady(ports, 30_000);
 }
 
-/** The node's own id when its nodes.conf says it was a master owning slots, and it keeps no data on disk (a node
- * started without persistence, as this stack did before it used AOF): started now, it would come back empty as
- * that master, and its replica would then copy the emptiness. */
-function emptyMasterId(dir: string): string | undefined {
-  if (existsSync(join(dir, 'appendonlydir')) || existsSync(join(dir, 'dump.rdb')) || !existsSync(join(dir, 'nodes.conf'))) return undefined;
-  const me = readFileSync(join(dir, 'nodes.conf'), 'utf8')
-    .split('\n')
-    .map((l) => l.split(' '))
-    .find((f) => f[2]?.split(',').includes('myself'));
-  return me?.[2]?.includes('master') && me.length > 8 ? me[0] : undefined;
-}
-
-/** Waits until a live node reports that `id` no longer owns slots (its replica took over); gives up after a
- * while, when no replica is left to take over. */
-async function waitForTakeover(layout: RedisLayout, port: number, id: string): Promise<void> {
-  const ownsSlots = () => {
-    const seed = layout.ports.find((p) => p !== port && redisCli(p, 'ping') === 'PONG');
-    if (seed === undefined) return false;
-    const f = redisCli(seed, 'cluster', 'nodes')
-      .split('\n')
-      .map((l) => l.split(' '))
-      .find((x) => x[0] === id);
-    return f !== undefined && f[2]!.includes('master') && f.length > 8;
-  };
-  log(`redis ${port}: kept no data and was a master; waiting for its replica to take over before starting it`);
-  await waitFor(`a replica to take over from ${port}`, async () => !ownsSlots(), 20_000).catch(() =>
-    log(`redis ${port}: no replica took over; starting it anyway (its slots come back empty)`),
-  );
-}
-
-/** The ids the live nodes still keep for `port`: read before a new node takes the address, which turns the old
- * entry into an address-less one. */
-function idsAt(layout: RedisLayout, port: number): string[] {
-  const seed = layout.ports.find((p) => p !== port && redisCli(p, 'ping') === 'PONG');
-  if (seed === undefined) return [];
-  return redisCli(seed, 'cluster', 'nodes')
-    .split('\n')
-    .map((l) => l.split(' '))
-    .filter((f) => f[1]?.startsWith(`127.0.0.1:${port}@`))
-    .map((f) => f[0]!);
-}
-
-/** A node whose directory was lost comes back empty under a new id: the live nodes forget its old id, and it
- * joins as a replica of the master with the fewest. */
-function rejoinEmptyNode(layout: RedisLayout, port: number, oldIds: string[]): void {
-  const seed = layout.ports.find((p) => p !== port && redisCli(p, 'ping') === 'PONG');
-  if (seed === undefined) throw new Error(`no node of the cluster answers to let ${port} rejoin`);
-  for (const id of oldIds) {
-    for (const p of layout.ports) if (p !== port) redisCli(p, 'cluster', 'forget', id);
-  }
-  const add = spawnSync('redis-cli', ['--cluster', 'add-node', `127.0.0.1:${port}`, `127.0.0.1:${seed}`, '--cluster-slave'], {
-    encoding: 'utf8',
-  });
-  if (add.status !== 0) throw new Error(`redis-cli --cluster add-node ${port} failed: ${add.stdout}${add.stderr}`);
-}
-
 /**
  * Brings the cluster of `layout` up without deleting anything: reuses it when healthy; otherwise starts each
  * missing node from its own directory (it rejoins from nodes.conf and loads its AOF); creates a cluster only
@@ -222,16 +165,16 @@ export async function redisUp(layout: RedisLayout): Promise<RedisUpResult> {
     return { action: 'created', started: missing };
   }
 
-  const lost = new Map(missing.filter((p) => !joined.get(p)).map((p) => [p, idsAt(layout, p)]));
+  const lost = new Map(missing.filter((p) => !joined.get(p)).map((p) => [p, idsAt(ports, p)]));
   for (const port of missing) {
     const id = emptyMasterId(dirOf(port));
-    if (id !== undefined) await waitForTakeover(layout, port, id);
+    if (id !== undefined) await waitForTakeover(ports, port, id);
   }
   for (const port of missing) startRedisNode(port, dirOf(port));
   await waitFor('redis nodes', () => allOpen(missing), 10_000);
   for (const [port, oldIds] of lost) {
     log(`redis ${port}: its directory held no cluster state; it rejoins empty, as a replica`);
-    rejoinEmptyNode(layout, port, oldIds);
+    rejoinEmptyNode(ports, port, oldIds);
   }
   try {
     await waitClusterReady(ports, 30_000);
