@@ -171,7 +171,9 @@ describe('local redis cluster (private ports 7301-7306)', () => {
 
     // With the true pid back, up restarts the five stopped nodes from their data: a whole-cluster restart.
     writeFileSync(pidFileOf(victim), `${realPid}\n`);
+    const t0 = performance.now();
     const r = await redisUp(layout);
+    console.log(`[stack test] five stopped nodes restarted from their data and rejoined in ${(performance.now() - t0).toFixed(0)} ms`);
     expect(r).toEqual({ action: 'restarted', started: PORTS.filter((p) => p !== victim) });
     expect(get(KEY)).toBe('only-on-disk-after-the-kill');
   });

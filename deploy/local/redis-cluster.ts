@@ -10,6 +10,8 @@ import { redisCli } from './redis-cli.js';
 import { emptyMasterId, idsAt, rejoinEmptyNode, waitForTakeover } from './redis-rejoin.js';
 import { portOpen, waitFor } from './wait.js';
 
+export { redisCli } from './redis-cli.js';
+
 export interface RedisLayout {
   /** Six ports: three masters, three replicas. */
   ports: number[];
@@ -31,8 +33,6 @@ export interface RedisUpResult {
 }
 
 const log = (msg: string) => process.stderr.write(`[stack] ${msg}\n`);
-
-export { redisCli } from './redis-cli.js';
 const pidFile = (layout: RedisLayout, port: number) => join(layout.dirOf(port), 'redis.pid');
 const allOpen = async (ports: number[]) => (await Promise.all(ports.map((p) => portOpen(p)))).every(Boolean);
 const allClosed = async (ports: number[]) => (await Promise.all(ports.map((p) => portOpen(p)))).every((o) => !o);
