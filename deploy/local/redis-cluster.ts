@@ -197,22 +197,33 @@ export async function redisDown(layout: RedisLayout): Promise<{ stopped: number[
   return { stopped, notOurs };
 }
 
-/**
- * The only path that deletes: stops this stack's nodes, then deletes their directories, after listing them.
- * A directory whose port is held by a server this stack did not start is kept (and named).
- */
-export async function redisReset(layout: RedisLayout): Promise<{ deleted: string[]; kept: string[] }> {
+/** What a reset of `layout` would delete: every node directory, except one whose port is held by a server this
+ * stack did not start (deleting under it could break it). Reads only. */
+export async function redisResetPlan(layout: RedisLayout): Promise<{ deleted: string[]; kept: string[] }> {
   const taken = new Set<number>();
   for (const port of layout.ports) {
     if (nodePid(layout, port) === undefined && (await portOpen(port))) taken.add(port);
   }
-  const deleted = layout.ports.filter((p) => !taken.has(p) && existsSync(layout.dirOf(p))).map((p) => layout.dirOf(p));
-  const kept = [...taken].map((p) => layout.dirOf(p));
-  log(deleted.length > 0 ? `reset deletes:\n${deleted.map((d) => `  ${d}`).join('\n')}` : 'reset: no redis node directory to delete');
-  for (const dir of kept) log(`reset keeps ${dir}: its port is held by a process this stack did not start`);
+  return {
+    deleted: layout.ports.filter((p) => !taken.has(p) && existsSync(layout.dirOf(p))).map((p) => layout.dirOf(p)),
+    kept: [...taken].map((p) => layout.dirOf(p)),
+  };
+}
+
+/** The only path that deletes: names the directories it will delete, stops this stack's nodes, then deletes
+ * those directories. */
+export async function redisReset(layout: RedisLayout): Promise<{ deleted: string[]; kept: string[] }> {
+  const plan = await redisResetPlan(layout);
+  announceReset(plan.deleted, plan.kept);
   await redisDown(layout);
-  for (const dir of deleted) rmSync(dir, { recursive: true, force: true });
-  return { deleted, kept };
+  for (const dir of plan.deleted) rmSync(dir, { recursive: true, force: true });
+  return plan;
+}
+
+/** Says what a reset is about to delete (and keep), before it deletes anything. */
+export function announceReset(deleted: string[], kept: string[]): void {
+  log(deleted.length > 0 ? `reset deletes:\n${deleted.map((d) => `  ${d}`).join('\n')}` : 'reset: nothing to delete');
+  for (const dir of kept) log(`reset keeps ${dir}: a process this stack did not start still uses its port`);
 }
 
 /**

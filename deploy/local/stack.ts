@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } 
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ownedServerPid, signalOwnedServer } from './owned-process.js';
-import { clusterHealthy, type RedisLayout, redisDown, redisReset, redisUp } from './redis-cluster.js';
+import { announceReset, clusterHealthy, type RedisLayout, redisDown, redisResetPlan, redisUp } from './redis-cluster.js';
 import { installPrograms, MARIADB_PROGRAMS, STACK_PROGRAMS, TEST_PROGRAMS, which } from './system-packages.js';
 import { portOpen, waitFor } from './wait.js';
 
@@ -192,13 +192,15 @@ export async function stackDown(): Promise<void> {
 /** Stops what the stack started and deletes its data, after naming every path. System services and their data
  * are never touched; a directory whose server this stack cannot prove it started is kept. */
 export async function stackReset(): Promise<string[]> {
-  const { deleted } = await redisReset(LOCAL_REDIS);
-  const dirs: string[] = [];
-  for (const s of OWN_SERVERS) if (await deletable(s)) dirs.push(s.dir);
-  if (dirs.length > 0) log(`reset deletes:\n${dirs.map((d) => `  ${d}`).join('\n')}`);
+  const redis = await redisResetPlan(LOCAL_REDIS);
+  const own: string[] = [];
+  for (const s of OWN_SERVERS) if (await deletable(s)) own.push(s.dir);
+  const deleted = [...redis.deleted, ...own];
+  announceReset(deleted, redis.kept);
+  await redisDown(LOCAL_REDIS);
   for (const s of OWN_SERVERS) await stopOwned(s);
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-  return [...deleted, ...dirs];
+  for (const dir of deleted) rmSync(dir, { recursive: true, force: true });
+  return deleted;
 }
 
 export async function stackStatus(): Promise<Record<string, string>> {
