@@ -105,7 +105,7 @@ describe('readiness', () => {
       healthz: 200,
     });
 
-    // Restarted from their nodes.conf: the same cluster, same slots (empty: these nodes keep no data).
+    // Restarted from their nodes.conf and AOF: the same cluster, same slots, same data.
     for (const port of PORTS) startRedisNode(port, dirOf(port));
     await waitFor('private cluster healthy again', async () => clusterHealthy(PORTS), 30_000);
     expect(await waitState(true)).toEqual({

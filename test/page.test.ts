@@ -17,7 +17,7 @@ let browser: Browser;
 beforeAll(async () => {
   // Settlement runs here, so the page shows settled units catching up with deducted ones.
   [t, browser] = await Promise.all([startTestApp({ SHARDSTOCK_WORKERS: 'relay,settle' }), launchChromium()]);
-}, 600_000); // a fresh machine installs chromium first
+});
 
 afterAll(async () => {
   await browser?.close();

@@ -14,12 +14,17 @@ Exit 2 on a configuration error, 1 when a dependency cannot be reached at start.
 
 export const STACK_SUMMARY = 'start, stop or inspect the local Redis/NATS/MariaDB stack';
 export const STACK_HELP = `Usage:
-  shardstock stack up | down | status
+  shardstock stack setup | up | down | status | reset
 
 The local development stack on loopback: Redis Cluster 127.0.0.1:7001-7006 (3 masters + 3 replicas),
-NATS JetStream on 4222, MariaDB on 3306 (deploy/local/stack.ts). up starts what is missing and reuses what
-answers (installing the Debian packages when run as root); down stops only what it started; status says
-what answers. Data lives in .data/. For production see deploy/ and docs/operations.md.
+NATS JetStream on 4222, MariaDB on 3306 (deploy/local/stack.ts). Data lives in .data/.
+setup   installs the Debian packages the stack and the tests use (as root; otherwise prints the command)
+up      reuses what answers and starts only what is missing, from its kept data: a Redis node restarts
+        from its AOF and nodes.conf and rejoins; a cluster is created only when none exists yet
+down    stops only what this stack started (data kept)
+status  says what answers
+reset   stops what this stack started and deletes its data under .data/, naming each path first
+For production see deploy/ and docs/operations.md.
 
 ${COMMON_HELP}`;
 

@@ -131,8 +131,8 @@ export class OwnCluster {
     return promoted!;
   }
 
-  /** Starts a killed node again from its nodes.conf: it rejoins as a replica of whoever took its slots.
-   * (Only after the failover: a persistence-less master back before it would wipe its replica.) */
+  /** Starts a killed node again from its nodes.conf and AOF: it rejoins as a replica of whoever took its slots
+   * (or, back before the failover, as the master it was, with what its AOF kept). */
   async restart(port: number): Promise<void> {
     startRedisNode(port, this.dir(port));
     await waitFor(`redis ${port} to answer`, () => portOpen(port), 10_000);

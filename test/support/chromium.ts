@@ -1,26 +1,12 @@
-// Debian's Chromium for the page tests, installed with apt when missing (CI runs as root on a fresh machine);
-// playwright-core drives it, so no browser is ever downloaded from anywhere else.
+// Debian's Chromium for the page tests: installed by the set-up step (`npm run stack -- setup`, which `npm test`
+// and the global setup run before any test), driven by playwright-core, so no browser is downloaded from elsewhere.
 import { existsSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser, chromium } from 'playwright-core';
 
 export const CHROMIUM = '/usr/bin/chromium';
 
-export function ensureChromium(): void {
-  if (existsSync(CHROMIUM)) return;
-  if (process.getuid?.() !== 0 || !existsSync('/usr/bin/apt-get')) {
-    throw new Error(`${CHROMIUM} is missing: run  sudo apt-get update && sudo apt-get install -y --no-install-recommends chromium`);
-  }
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  process.stderr.write('[page test] installing chromium with apt-get\n');
-  if (spawnSync('apt-get', ['update'], { stdio: 'inherit', env }).status !== 0) throw new Error('apt-get update failed');
-  if (spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'chromium'], { stdio: 'inherit', env }).status !== 0) {
-    throw new Error('apt-get install chromium failed');
-  }
-}
-
-export function launchChromium(): Promise<Browser> {
-  ensureChromium();
+export async function launchChromium(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run  npm run stack -- setup`);
   return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
