@@ -151,8 +151,8 @@ describe('one master and its replica lose their data', () => {
     const replica = (await cluster.replicasOf(master))[0]!;
     await cluster.kill(replica.port);
     await cluster.kill(victim);
-    await cluster.restart(victim);
-    await cluster.restart(replica.port);
+    await cluster.restartEmpty(victim);
+    await cluster.restartEmpty(replica.port);
     await cluster.waitHealthy();
     const present = await shardsPresent(id);
     expect(present.filter((p) => !p).length).toBe(byPort.get(victim));

@@ -138,6 +138,13 @@ export class OwnCluster {
     await waitFor(`redis ${port} to answer`, () => portOpen(port), 10_000);
   }
 
+  /** Starts a killed node again with its data files gone (nodes.conf kept): a disk that lost the data, or a
+   * node that ran without persistence. */
+  async restartEmpty(port: number): Promise<void> {
+    for (const f of ['appendonlydir', 'dump.rdb']) rmSync(join(this.dir(port), f), { recursive: true, force: true });
+    await this.restart(port);
+  }
+
   /** Waits for 3 masters + 3 replicas, every replica's link up. */
   async waitHealthy(timeoutMs = 30_000): Promise<void> {
     await waitFor(
