@@ -149,7 +149,10 @@ describe('deploy manifests: environment variables against src/config.ts', () => 
   });
 
   it('when the Kubernetes and compose values are loaded by loadConfig, then they are valid and listen on all interfaces', () => {
-    const k = loadConfig({ ...configMap, ...secret, SHARDSTOCK_INSTANCE_ID: 'shardstock-abc' });
+    // The Secret ships placeholder tokens: the service refuses them until real ones are put in.
+    expect(() => loadConfig({ ...configMap, ...secret })).toThrow(/placeholder/);
+    const tokens = 'ops:admin:8f3a1c9e4b7d2f6a0e5c8b1d4a7f3e9c,shop:deduct:2b6e9f1a4c8d3e7b0a5f9c2e6d1b4a8f';
+    const k = loadConfig({ ...configMap, ...secret, SHARDSTOCK_AUTH_TOKENS: tokens, SHARDSTOCK_INSTANCE_ID: 'shardstock-abc' });
     expect(k).toMatchObject({
       grpcAddr: '0.0.0.0:50051',
       httpAddr: '0.0.0.0:8080',
@@ -216,7 +219,7 @@ describe('deploy manifests: ports, probes, termination', () => {
     expect(preStop[0]).toBe('sleep');
     const preStopMs = Number(preStop[1]) * 1000;
     const graceMs = Number(configMap.SHARDSTOCK_SHUTDOWN_GRACE_MS);
-    expect(graceMs).toBe(loadConfig({ ...configMap, ...secret }).shutdownGraceMs);
+    expect(graceMs).toBe(loadConfig({ ...configMap, ...secret, SHARDSTOCK_AUTH: 'off', SHARDSTOCK_AUTH_TOKENS: '' }).shutdownGraceMs);
     expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThanOrEqual(preStopMs + graceMs + 5000);
     for (const [name, s] of shardstockServices) {
       const stop = Number(/^(\d+)s$/.exec(s.stop_grace_period)![1]) * 1000;
