@@ -112,6 +112,10 @@ describe('TLS on the gRPC port', () => {
     }
     expect(await codeOf(t.client.getStock({ couponId: 'none' }, { deadlineMs: 3000 }))).toBe(grpc.status.UNAVAILABLE);
   });
+
+  it('when the gRPC port speaks TLS, then the Kubernetes probes of deploy/k8s (/healthz, /readyz on the plaintext HTTP port) still pass', async () => {
+    for (const path of ['/healthz', '/readyz']) expect((await fetch(`${t.httpUrl}${path}`)).status, path).toBe(200);
+  });
 });
 
 describe('mTLS on the gRPC port', () => {

@@ -195,10 +195,13 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
   attachSettlementMetrics(metrics, () => settlement.figures());
   const plain: PlainRoute[] = [
     metricsRoute(metrics),
-    uiRoutes({ listCoupons: (limit) => listRecentCoupons(orm, limit) }),
+    uiRoutes({
+      listCoupons: (limit) => listRecentCoupons(orm, limit),
+      admit: (req) => guard.http('ListCoupons', req.headers.authorization, req.socket?.remoteAddress ?? ''),
+    }),
     (req, res) => {
       if (req.url !== '/healthz' && req.url !== '/readyz') return false;
-      const state = readiness.current();
+      const state = readiness.publicView();
       const ok = req.url === '/healthz' || state.ready;
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
       res.end(JSON.stringify(req.url === '/healthz' ? { status: 'ok' } : state));

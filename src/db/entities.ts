@@ -23,6 +23,7 @@ export const CouponRow = defineEntity({
     updatedAt: p.datetime().length(3),
     version: p.integer().version(),
   },
+  indexes: [{ properties: ['createdAt'], name: 'ix_coupon_created_at' }],
 });
 
 export const LedgerKinds = ['DEDUCT', 'COMPENSATE', 'RESTOCK'] as const;

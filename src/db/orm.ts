@@ -5,6 +5,7 @@ import { createConnection } from 'mysql2/promise';
 import { Migrator } from '@mikro-orm/migrations';
 import { entities } from './entities.js';
 import { M001Initial } from './migrations/m001-initial.js';
+import { M002CouponCreatedIndex } from './migrations/m002-coupon-created-index.js';
 
 export interface OrmOptions {
   url: string;
@@ -37,7 +38,15 @@ export async function openOrm(options: OrmOptions): Promise<MikroORM> {
     clientUrl: `${url.protocol}//${url.username ? `${url.username}${url.password ? `:${url.password}` : ''}@` : ''}${url.host}/${dbName}`,
     entities,
     extensions: [Migrator],
-    migrations: { migrationsList: [{ name: 'm001-initial', class: M001Initial }], transactional: false, snapshot: false, silent: true },
+    migrations: {
+      migrationsList: [
+        { name: 'm001-initial', class: M001Initial },
+        { name: 'm002-coupon-created-index', class: M002CouponCreatedIndex },
+      ],
+      transactional: false,
+      snapshot: false,
+      silent: true,
+    },
     pool: { min: 1, max: options.poolMax ?? 16 },
     debug: options.debug ?? false,
     ...(ssl ? { driverOptions: { ssl } } : {}),
