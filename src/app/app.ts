@@ -101,6 +101,11 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
     ...natsSecurity(config),
+  }).catch(async (err: unknown) => {
+    // Refused credentials, no server: what is already open must not keep the process alive.
+    redis.disconnect();
+    await orm.close(true);
+    throw err;
   });
 
   const replicaAck = config.ackLevel === 'replica' ? new ReplicaAck(redis, config.waitTimeoutMs, config.ackReplicas) : undefined;
