@@ -239,7 +239,8 @@ function tlsFiles(env: Env, prefix: string): TlsFiles {
   return t;
 }
 
-function authTokens(env: Env): TokenEntry[] {
+/** The token entries of SHARDSTOCK_AUTH_TOKENS and _FILE, validated (SIGHUP re-reads them: src/main.ts). */
+export function authTokens(env: Env): TokenEntry[] {
   const entries: TokenEntry[] = [];
   try {
     const inline = str(env, 'SHARDSTOCK_AUTH_TOKENS', '');

@@ -362,3 +362,52 @@ describe('deadlines reach the handlers on both ports', () => {
     }
   });
 });
+
+describe('token rotation without a restart', () => {
+  it('when the tokens file is rewritten and the process gets SIGHUP, then the new token is accepted and the removed one refused; a broken file changes nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokens-'));
+    const file = join(dir, 'tokens');
+    const OLD = 'old-token-5f1e9c2a7b3d8e40';
+    const NEW = 'new-token-a93c0d7e2f6b1845';
+    writeFileSync(file, `ops:admin:${OLD}\n`);
+    const [grpcPort, httpPort] = [await freePort(), await freePort()];
+    const child = spawnTs('src/main.ts', [], {
+      SHARDSTOCK_GRPC_ADDR: `127.0.0.1:${grpcPort}`,
+      SHARDSTOCK_HTTP_ADDR: `127.0.0.1:${httpPort}`,
+      SHARDSTOCK_MYSQL_URL: 'mysql://root@127.0.0.1:3306/shardstock_test',
+      SHARDSTOCK_NAMESPACE: uniqueId('rot'),
+      SHARDSTOCK_WORKERS: 'none',
+      SHARDSTOCK_AUTH: 'token',
+      SHARDSTOCK_AUTH_TOKENS_FILE: file,
+      SHARDSTOCK_LOG_LEVEL: 'info',
+    });
+    let logs = '';
+    child.stdout!.on('data', (d) => (logs += d));
+    child.stderr!.on('data', (d) => (logs += d));
+    const client = createInventoryClient(`127.0.0.1:${grpcPort}`);
+    try {
+      const until = Date.now() + 30_000;
+      while (!logs.includes('shardstock serving')) {
+        if (Date.now() > until || child.exitCode !== null) throw new Error(`did not start: ${logs}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const call = (token: string) => codeOf(client.getStock({ couponId: 'nope' }, bearer(token)));
+      expect([await call(OLD), await call(NEW)]).toEqual([C.NOT_FOUND, C.UNAUTHENTICATED]);
+      const reloaded = async (marker: string) => {
+        const seen = logs.split(marker).length;
+        child.kill('SIGHUP');
+        while (logs.split(marker).length === seen) await new Promise((r) => setTimeout(r, 50));
+      };
+      writeFileSync(file, `ops:admin:${NEW}\n`);
+      await reloaded('tokens reloaded');
+      expect([await call(OLD), await call(NEW)]).toEqual([C.UNAUTHENTICATED, C.NOT_FOUND]);
+      writeFileSync(file, 'ops:admin:short\n');
+      await reloaded('tokens not reloaded');
+      expect([await call(OLD), await call(NEW)]).toEqual([C.UNAUTHENTICATED, C.NOT_FOUND]);
+    } finally {
+      client.close();
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+  });
+});

@@ -47,7 +47,10 @@ export class CallGate {
   readonly streams: StreamLimit | undefined;
   readonly refused = { unauthenticated: 0, permissionDenied: 0, rateLimited: 0, shed: 0, streamCap: 0 };
 
+  private tokens: TokenRegistry | undefined;
+
   constructor(private readonly o: CallGateOptions) {
+    this.tokens = o.tokens;
     this.buckets = o.ratePerSec > 0 ? new TokenBuckets(o.ratePerSec, Math.max(1, o.burst)) : undefined;
     this.inFlight = o.maxInFlight > 0 ? new InFlightLimit(o.maxInFlight) : undefined;
     this.streams = o.streams ? new StreamLimit(o.streams.max, o.streams.perCaller) : undefined;
@@ -100,10 +103,16 @@ export class CallGate {
     throw new DomainError('resource_exhausted', `limit of ${bound} reached: close a stream first`);
   }
 
+  /** Token rotation without a restart: calls from now on are checked against these. Auth stays as it was
+   *  configured (on or off). */
+  replaceTokens(tokens: TokenRegistry): void {
+    if (this.tokens) this.tokens = tokens;
+  }
+
   private authenticate(caller: Caller): TokenEntry | undefined {
-    if (!this.o.tokens) return undefined;
+    if (!this.tokens) return undefined;
     const m = /^Bearer\s+(\S+)\s*$/i.exec(caller.authorization ?? '');
-    const who = m ? this.o.tokens.lookup(m[1]!) : undefined;
+    const who = m ? this.tokens.lookup(m[1]!) : undefined;
     if (!who) {
       this.refused.unauthenticated++;
       this.o.onRefused?.('unauthenticated', caller.transport);
@@ -117,7 +126,7 @@ export class CallGate {
 
   /** Whether calls need a token (health Check stays open for probes either way). */
   get authenticates(): boolean {
-    return this.o.tokens !== undefined;
+    return this.tokens !== undefined;
   }
 }
 
