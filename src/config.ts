@@ -90,6 +90,11 @@ export interface Config {
   /** SHARDSTOCK_GRPC_TLS_CERT + SHARDSTOCK_GRPC_TLS_KEY (PEM files): serve the gRPC port over TLS;
    *  SHARDSTOCK_GRPC_TLS_CLIENT_CA: also require client certificates signed by it (mTLS). Default plaintext. */
   grpcTls: { certFile: string; keyFile: string; clientCaFile: string | undefined } | undefined;
+  /** SHARDSTOCK_GRPC_TLS_RELOAD_MS — how often the gRPC port re-reads its certificate, key and client CA
+   *  files, so a renewed certificate (cert-manager rewriting a mounted secret) is served without a restart;
+   *  0 = read once at start-up. Replace the files atomically (a Kubernetes secret volume does): a certificate
+   *  read without its matching key is refused, and new connections wait for the next read. Default 0. */
+  grpcTlsReloadMs: number;
   /** SHARDSTOCK_REDIS_USERNAME — Redis ACL user, with SHARDSTOCK_REDIS_PASSWORD. Default none (`default` user). */
   redisUsername: string | undefined;
   /** SHARDSTOCK_REDIS_TLS=on: connect to every cluster node over TLS; SHARDSTOCK_REDIS_TLS_CA (verify the
@@ -298,6 +303,7 @@ function security(env: Env, binds: string[]) {
     rateLimitBurst: int(env, 'SHARDSTOCK_RATE_LIMIT_BURST', Math.max(1, rateLimitRps), 1, 10_000_000),
     maxInFlight: int(env, 'SHARDSTOCK_MAX_IN_FLIGHT', 4096, 0, 1_000_000),
     grpcTls: grpc.certFile && grpc.keyFile ? { certFile: grpc.certFile, keyFile: grpc.keyFile, clientCaFile } : undefined,
+    grpcTlsReloadMs: int(env, 'SHARDSTOCK_GRPC_TLS_RELOAD_MS', 0, 0, 86_400_000),
     redisUsername: env.SHARDSTOCK_REDIS_USERNAME || undefined,
     redisTls: onOff(env, 'SHARDSTOCK_REDIS_TLS', false) ? tlsFiles(env, 'SHARDSTOCK_REDIS_TLS') : undefined,
     mysqlTls: onOff(env, 'SHARDSTOCK_MYSQL_TLS', false) ? tlsFiles(env, 'SHARDSTOCK_MYSQL_TLS') : undefined,

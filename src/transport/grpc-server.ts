@@ -261,6 +261,16 @@ function frontInterceptor(options: GrpcServerOptions, requestTimeoutMs: number, 
   };
 }
 
+/** Credentials that re-read their files (SHARDSTOCK_GRPC_TLS_RELOAD_MS) load them asynchronously, and grpc-js
+ * drops connections until they are there: the port opens only once the first certificate is loaded. */
+async function certificateLoaded(credentials: grpc.ServerCredentials, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (credentials._isSecure() && credentials._getSecureContextOptions() === null) {
+    if (Date.now() > until) throw new Error(`gRPC TLS: the certificate files were not loaded within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 export async function startGrpcServer(addr: string, handlers: InventoryHandlers, options: GrpcServerOptions): Promise<GrpcServer> {
   const net = options.network ?? grpcNetwork(loadConfig({}));
   const watch = new GrpcConnectionWatch(net.headersTimeoutMs, net.idleTimeoutMs, options.onRefused ?? (() => {}));
@@ -286,7 +296,9 @@ export async function startGrpcServer(addr: string, handlers: InventoryHandlers,
 
   // We accept the connections ourselves (listener.ts: error handler first, connection cap, first-byte timeout)
   // and hand them to grpc-js, which serves them like those of a port it bound.
-  const injector = server.createConnectionInjector(options.credentials ?? grpc.ServerCredentials.createInsecure());
+  const credentials = options.credentials ?? grpc.ServerCredentials.createInsecure();
+  const injector = server.createConnectionInjector(credentials);
+  await certificateLoaded(credentials);
   const listener = await listen(
     addr,
     { maxConnections: net.maxConnections, firstByteTimeoutMs: net.firstByteTimeoutMs },
