@@ -72,6 +72,9 @@ export function serviceEnv(
     // Request records of a benchmark need not outlive it (the keys are deleted afterwards anyway).
     SHARDSTOCK_IDEMPOTENCY_WINDOW_S: '3600',
     SHARDSTOCK_INSTANCE_ID: `bench-${namespace}`,
+    // The sweep keeps up to 1,024 calls in flight over 4 connections: lift the per-connection stream cap
+    // (100 by default) so the figures stay comparable with runs made before the cap existed.
+    SHARDSTOCK_MAX_STREAMS_PER_CONNECTION: '4096',
     ...extra,
   };
 }
@@ -96,6 +99,7 @@ export function serverSpec(ctx: Pick<BenchContext, 'opts' | 'runId'>, d: DesignR
     env: {
       SHARDSTOCK_MYSQL_URL: ctx.opts.mysqlUrl,
       SHARDSTOCK_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+      SHARDSTOCK_MAX_STREAMS_PER_CONNECTION: '4096',
       BENCH_NAMESPACE: d.namespace,
     },
   };

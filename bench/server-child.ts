@@ -64,13 +64,15 @@ async function baselineStore(design: string, env: Env): Promise<{ store: Baselin
 
 async function serveBaseline(design: string, env: Env): Promise<Served> {
   const config = loadConfig(env);
-  const { startGrpcServer } = await import('../src/transport/grpc-server.js');
+  const { grpcNetwork, startGrpcServer } = await import('../src/transport/grpc-server.js');
   const { baselineHandlers } = await import('./baselines/handlers.js');
   const { store, close } = await baselineStore(design, env);
   const log = createLogger(config.logLevel, { design });
   const grpc = await startGrpcServer('127.0.0.1:0', baselineHandlers(store), {
     maxMessageBytes: config.maxMessageBytes,
     onUnexpected: (method, err) => log.error({ method, err }, 'call failed'),
+    // The same connection limits as the service under test (serviceEnv).
+    network: grpcNetwork(config),
   });
   grpc.health.setStatus('', 'SERVING');
   return {

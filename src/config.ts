@@ -70,9 +70,11 @@ export interface Config {
   logLevel: string;
   /** SHARDSTOCK_INSTANCE_ID — this instance's name in consumer groups. Default host-pid. */
   instanceId: string;
-  /** SHARDSTOCK_AUTH — `off` (default: every caller may call every RPC) or `token`: each call needs
-   *  `authorization: Bearer <token>` naming a token of SHARDSTOCK_AUTH_TOKENS / _FILE, else UNAUTHENTICATED;
-   *  role `deduct` may call Deduct, Compensate, GetStock, WatchStock; role `admin` everything (else PERMISSION_DENIED). */
+  /** SHARDSTOCK_AUTH — `token`: each call needs `authorization: Bearer <token>` naming a token of
+   *  SHARDSTOCK_AUTH_TOKENS / _FILE, else UNAUTHENTICATED; role `deduct` may call Deduct, Compensate, GetStock,
+   *  WatchStock and the health Watch / reflection streams; role `admin` everything (else PERMISSION_DENIED).
+   *  `off`: every caller may call every RPC. Unset: `off` when both ports bind loopback, otherwise start-up is
+   *  refused (closed by default: say `off` explicitly to serve a network without auth). Default unset. */
   auth: 'off' | 'token';
   /** SHARDSTOCK_AUTH_TOKENS (comma-separated) and SHARDSTOCK_AUTH_TOKENS_FILE (one per line, # comments):
    *  `name:role:token` entries, token ≥ 16 characters. Only SHA-256 digests are kept. Default none. */
@@ -88,6 +90,11 @@ export interface Config {
   /** SHARDSTOCK_GRPC_TLS_CERT + SHARDSTOCK_GRPC_TLS_KEY (PEM files): serve the gRPC port over TLS;
    *  SHARDSTOCK_GRPC_TLS_CLIENT_CA: also require client certificates signed by it (mTLS). Default plaintext. */
   grpcTls: { certFile: string; keyFile: string; clientCaFile: string | undefined } | undefined;
+  /** SHARDSTOCK_GRPC_TLS_RELOAD_MS — how often the gRPC port re-reads its certificate, key and client CA
+   *  files, so a renewed certificate (cert-manager rewriting a mounted secret) is served without a restart;
+   *  0 = read once at start-up. Replace the files atomically (a Kubernetes secret volume does): a certificate
+   *  read without its matching key is refused, and new connections wait for the next read. Default 0. */
+  grpcTlsReloadMs: number;
   /** SHARDSTOCK_REDIS_USERNAME — Redis ACL user, with SHARDSTOCK_REDIS_PASSWORD. Default none (`default` user). */
   redisUsername: string | undefined;
   /** SHARDSTOCK_REDIS_TLS=on: connect to every cluster node over TLS; SHARDSTOCK_REDIS_TLS_CA (verify the
@@ -96,11 +103,69 @@ export interface Config {
   /** SHARDSTOCK_MYSQL_TLS=on: TLS to MySQL, verifying the server; SHARDSTOCK_MYSQL_TLS_CA, _CERT + _KEY as for
    *  Redis. The password goes in SHARDSTOCK_MYSQL_URL. Default off. */
   mysqlTls: TlsFiles | undefined;
+  /** SHARDSTOCK_MAX_CONNECTIONS — open TCP connections per port (gRPC and HTTP each); one more is closed at
+   *  accept and counted as refused (`connection_cap`). Default 10000. */
+  maxConnections: number;
+  /** SHARDSTOCK_FIRST_BYTE_TIMEOUT_MS — a connection that sends no byte for this long after connecting is
+   *  closed (both ports). Default 5000. */
+  firstByteTimeoutMs: number;
+  /** SHARDSTOCK_HEADERS_TIMEOUT_MS — the first request's headers must be complete this long after the
+   *  connection (both ports; HTTP/1.1 keep-alive: after the previous request went idle, plus the idle timeout),
+   *  else the connection is closed (`headers_timeout`). Default 10000. */
+  headersTimeoutMs: number;
+  /** SHARDSTOCK_REQUEST_TIMEOUT_MS — a request must have arrived in full (headers and message) this long after
+   *  it started, else it is cancelled (`request_timeout`), on both ports; answers and server streams may take
+   *  longer. Default 30000. */
+  requestTimeoutMs: number;
+  /** SHARDSTOCK_IDLE_TIMEOUT_MS — a connection with no call in progress for this long is closed: HTTP/1.1
+   *  keep-alive, HTTP/2 sessions on the HTTP port, and grpc-js `max_connection_idle_ms`. Default 65000 (above
+   *  the usual 60 s load-balancer idle timeout, so the balancer closes first). */
+  idleTimeoutMs: number;
+  /** SHARDSTOCK_MAX_STREAMS_PER_CONNECTION — concurrent HTTP/2 streams per connection on both ports
+   *  (SETTINGS_MAX_CONCURRENT_STREAMS); a peer that keeps opening more is disconnected. Default 100. */
+  maxStreamsPerConnection: number;
+  /** SHARDSTOCK_MAX_HEADER_BYTES — largest request header block on the HTTP port (HTTP/1.1 answers 431,
+   *  HTTP/2 refuses the stream); the gRPC port keeps Node's HTTP/2 limit of 64 KiB. Default 16384. */
+  maxHeaderBytes: number;
+  /** SHARDSTOCK_GRPC_KEEPALIVE_MS — gRPC port: the server pings a connection idle for this long and closes it
+   *  when no answer comes within SHARDSTOCK_GRPC_KEEPALIVE_TIMEOUT_MS. Defaults 60000 and 20000. */
+  grpcKeepaliveMs: number;
+  grpcKeepaliveTimeoutMs: number;
+  /** SHARDSTOCK_MAX_CONNECTION_AGE_MS — gRPC port: a connection is asked to go away (GOAWAY) after this long,
+   *  so clients spread over new instances; SHARDSTOCK_MAX_CONNECTION_AGE_GRACE_MS later whatever is still open
+   *  on it is cut. Defaults 1800000 (30 min) and 30000. */
+  maxConnectionAgeMs: number;
+  maxConnectionAgeGraceMs: number;
+  /** SHARDSTOCK_MAX_STREAMS — long-lived streams (WatchStock, health Watch, reflection) open at once per
+   *  instance; one more is refused RESOURCE_EXHAUSTED (`stream_cap`). Default 10000. */
+  maxStreams: number;
+  /** SHARDSTOCK_MAX_STREAMS_PER_CALLER — the same per caller (token name, else peer address). Default 100. */
+  maxStreamsPerCaller: number;
+  /** SHARDSTOCK_MAX_STREAM_LIFETIME_MS — a WatchStock stream ends (OK) after this long; the client reconnects
+   *  and lands wherever the balancer sends it. Default 1800000 (30 min). */
+  maxStreamLifetimeMs: number;
+  /** SHARDSTOCK_REFLECTION — `on`: gRPC server reflection is served (behind the gate when auth is on);
+   *  `off` for production if clients have the proto files. Default on. */
+  reflection: boolean;
+  /** SHARDSTOCK_NATS_USER + SHARDSTOCK_NATS_PASSWORD, or SHARDSTOCK_NATS_TOKEN, or SHARDSTOCK_NATS_NKEY_SEED_FILE
+   *  (a file holding an nkey seed), or SHARDSTOCK_NATS_CREDS_FILE (a JWT `.creds` file): how every NATS
+   *  connection authenticates; one kind at most. Default none. */
+  natsAuth: NatsAuth | undefined;
+  /** SHARDSTOCK_NATS_TLS=on: TLS to every NATS server, verifying it; SHARDSTOCK_NATS_TLS_CA (default the
+   *  system CAs), SHARDSTOCK_NATS_TLS_CERT + _KEY (client certificate) as for Redis. Default off. */
+  natsTls: TlsFiles | undefined;
   /** SHARDSTOCK_FAILOVER_FENCE — `on` (default): after a slot's master changes (failover), writes to that slot
    *  are refused UNAVAILABLE with `retry-after-ms` until the new master is confirmed able to honour the ack
    *  level (docs/guarantees.md); `off`. */
   failoverFence: boolean;
 }
+
+/** One way to authenticate to NATS. */
+export type NatsAuth =
+  | { kind: 'user'; user: string; password: string }
+  | { kind: 'token'; token: string }
+  | { kind: 'nkey'; seedFile: string }
+  | { kind: 'creds'; credsFile: string };
 
 /** PEM files for a TLS client connection. */
 export interface TlsFiles {
@@ -179,7 +244,8 @@ function tlsFiles(env: Env, prefix: string): TlsFiles {
   return t;
 }
 
-function authTokens(env: Env): TokenEntry[] {
+/** The token entries of SHARDSTOCK_AUTH_TOKENS and _FILE, validated (SIGHUP re-reads them: src/main.ts). */
+export function authTokens(env: Env): TokenEntry[] {
   const entries: TokenEntry[] = [];
   try {
     const inline = str(env, 'SHARDSTOCK_AUTH_TOKENS', '');
@@ -203,9 +269,23 @@ function authTokens(env: Env): TokenEntry[] {
   return entries;
 }
 
-function security(env: Env) {
-  const auth = str(env, 'SHARDSTOCK_AUTH', 'off');
+/** 127.0.0.0/8, ::1 and localhost: reachable from this host only. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h) || /^::ffff:127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+function security(env: Env, binds: string[]) {
+  const explicit = env.SHARDSTOCK_AUTH || undefined;
+  const auth = explicit ?? 'off';
   if (auth !== 'off' && auth !== 'token') throw new ConfigError(`SHARDSTOCK_AUTH must be off or token, got ${JSON.stringify(auth)}`);
+  const exposed = binds.filter((b) => !isLoopback(b.slice(0, b.lastIndexOf(':'))));
+  if (explicit === undefined && exposed.length > 0) {
+    throw new ConfigError(
+      `refusing to serve ${exposed.join(' and ')} without authentication: set SHARDSTOCK_AUTH=token with SHARDSTOCK_AUTH_TOKENS(_FILE), ` +
+        'or SHARDSTOCK_AUTH=off to serve without it on purpose (loopback addresses need neither)',
+    );
+  }
   const tokens = authTokens(env);
   if (auth === 'token' && tokens.length === 0) {
     throw new ConfigError('SHARDSTOCK_AUTH=token needs SHARDSTOCK_AUTH_TOKENS or SHARDSTOCK_AUTH_TOKENS_FILE');
@@ -223,10 +303,70 @@ function security(env: Env) {
     rateLimitBurst: int(env, 'SHARDSTOCK_RATE_LIMIT_BURST', Math.max(1, rateLimitRps), 1, 10_000_000),
     maxInFlight: int(env, 'SHARDSTOCK_MAX_IN_FLIGHT', 4096, 0, 1_000_000),
     grpcTls: grpc.certFile && grpc.keyFile ? { certFile: grpc.certFile, keyFile: grpc.keyFile, clientCaFile } : undefined,
+    grpcTlsReloadMs: int(env, 'SHARDSTOCK_GRPC_TLS_RELOAD_MS', 0, 0, 86_400_000),
     redisUsername: env.SHARDSTOCK_REDIS_USERNAME || undefined,
     redisTls: onOff(env, 'SHARDSTOCK_REDIS_TLS', false) ? tlsFiles(env, 'SHARDSTOCK_REDIS_TLS') : undefined,
     mysqlTls: onOff(env, 'SHARDSTOCK_MYSQL_TLS', false) ? tlsFiles(env, 'SHARDSTOCK_MYSQL_TLS') : undefined,
     failoverFence: onOff(env, 'SHARDSTOCK_FAILOVER_FENCE', true),
+  };
+}
+
+function natsAuth(env: Env): NatsAuth | undefined {
+  const user = env.SHARDSTOCK_NATS_USER || undefined;
+  const password = env.SHARDSTOCK_NATS_PASSWORD || undefined;
+  const token = env.SHARDSTOCK_NATS_TOKEN || undefined;
+  const seedFile = file(env, 'SHARDSTOCK_NATS_NKEY_SEED_FILE');
+  const credsFile = file(env, 'SHARDSTOCK_NATS_CREDS_FILE');
+  if ((user === undefined) !== (password === undefined))
+    throw new ConfigError('SHARDSTOCK_NATS_USER and SHARDSTOCK_NATS_PASSWORD go together');
+  const kinds: NatsAuth[] = [];
+  if (user && password) kinds.push({ kind: 'user', user, password });
+  if (token) kinds.push({ kind: 'token', token });
+  if (seedFile) kinds.push({ kind: 'nkey', seedFile });
+  if (credsFile) kinds.push({ kind: 'creds', credsFile });
+  if (kinds.length > 1) {
+    throw new ConfigError(
+      'NATS authentication: set one of user+password, SHARDSTOCK_NATS_TOKEN, _NKEY_SEED_FILE or _CREDS_FILE, not several',
+    );
+  }
+  return kinds[0];
+}
+
+function natsTls(env: Env): TlsFiles | undefined {
+  const files = tlsFiles(env, 'SHARDSTOCK_NATS_TLS');
+  return onOff(env, 'SHARDSTOCK_NATS_TLS', false) ? files : undefined;
+}
+
+function network(env: Env) {
+  return {
+    maxConnections: int(env, 'SHARDSTOCK_MAX_CONNECTIONS', 10_000, 1, 1_000_000),
+    firstByteTimeoutMs: int(env, 'SHARDSTOCK_FIRST_BYTE_TIMEOUT_MS', 5000, 100, 600_000),
+    headersTimeoutMs: int(env, 'SHARDSTOCK_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
+    requestTimeoutMs: int(env, 'SHARDSTOCK_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000),
+    idleTimeoutMs: int(env, 'SHARDSTOCK_IDLE_TIMEOUT_MS', 65_000, 100, 86_400_000),
+    maxStreamsPerConnection: int(env, 'SHARDSTOCK_MAX_STREAMS_PER_CONNECTION', 100, 1, 10_000),
+    maxHeaderBytes: int(env, 'SHARDSTOCK_MAX_HEADER_BYTES', 16_384, 1024, 1_048_576),
+    grpcKeepaliveMs: int(env, 'SHARDSTOCK_GRPC_KEEPALIVE_MS', 60_000, 1000, 86_400_000),
+    grpcKeepaliveTimeoutMs: int(env, 'SHARDSTOCK_GRPC_KEEPALIVE_TIMEOUT_MS', 20_000, 100, 600_000),
+    maxConnectionAgeMs: int(env, 'SHARDSTOCK_MAX_CONNECTION_AGE_MS', 1_800_000, 1000, 86_400_000 * 7),
+    maxConnectionAgeGraceMs: int(env, 'SHARDSTOCK_MAX_CONNECTION_AGE_GRACE_MS', 30_000, 0, 86_400_000),
+    maxStreams: int(env, 'SHARDSTOCK_MAX_STREAMS', 10_000, 1, 1_000_000),
+    maxStreamsPerCaller: int(env, 'SHARDSTOCK_MAX_STREAMS_PER_CALLER', 100, 1, 1_000_000),
+    maxStreamLifetimeMs: int(env, 'SHARDSTOCK_MAX_STREAM_LIFETIME_MS', 1_800_000, 1000, 86_400_000 * 7),
+    reflection: onOff(env, 'SHARDSTOCK_REFLECTION', true),
+  };
+}
+
+/** The connection limits both transports apply. */
+export function networkLimits(c: Readonly<Config>) {
+  return {
+    maxConnections: c.maxConnections,
+    firstByteTimeoutMs: c.firstByteTimeoutMs,
+    headersTimeoutMs: c.headersTimeoutMs,
+    idleTimeoutMs: c.idleTimeoutMs,
+    requestTimeoutMs: c.requestTimeoutMs,
+    maxStreamsPerConnection: c.maxStreamsPerConnection,
+    maxHeaderBytes: c.maxHeaderBytes,
   };
 }
 
@@ -287,6 +427,9 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     maxMessageBytes: int(env, 'SHARDSTOCK_MAX_MESSAGE_BYTES', 65_536, 1024, 16 * 1024 * 1024),
     logLevel: str(env, 'SHARDSTOCK_LOG_LEVEL', 'info'),
     instanceId: str(env, 'SHARDSTOCK_INSTANCE_ID', `${process.env.HOSTNAME ?? 'local'}-${process.pid}`),
-    ...security(env),
+    ...security(env, [grpcAddr, httpAddr]),
+    ...network(env),
+    natsAuth: natsAuth(env),
+    natsTls: natsTls(env),
   });
 }

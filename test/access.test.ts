@@ -12,7 +12,10 @@ import { inventoryRoutes } from '../src/transport/connect-routes.js';
 import { startGrpcServer } from '../src/transport/grpc-server.js';
 import type { CallContext, InventoryHandlers } from '../src/transport/handlers.js';
 import { startHttpServer } from '../src/transport/http-server.js';
+import { loadConfig } from '../src/config.js';
 import { shardState } from './support/inspect.js';
+import { freePort } from './support/ports.js';
+import { spawnTs } from './support/processes.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 
 const C = grpc.status;
@@ -101,6 +104,136 @@ describe('bearer-token authentication with roles', () => {
   it('when auth is on, then health checks still answer without a token', async () => {
     const res = await fetch(`${t.httpUrl}/healthz`);
     expect(res.status).toBe(200);
+    expect(await rawUnary(t, '/grpc.health.v1.Health/Check', {})).toBe(C.OK);
+  });
+
+  it('when a stream (WatchStock, health Watch, reflection v1 and v1alpha) comes without a token, then it is UNAUTHENTICATED; with one it is served', async () => {
+    const couponId = uniqueId();
+    await t.client.createCoupon({ couponId, totalStock: 5n, shardCount: 1 }, bearer(ADMIN));
+    const watchNoToken = await t.client
+      .watchStock({ couponId })
+      [Symbol.asyncIterator]()
+      .next()
+      .then(
+        () => C.OK,
+        (e: grpc.ServiceError) => e.code,
+      );
+    expect(watchNoToken).toBe(C.UNAUTHENTICATED);
+    // Reflection's list_services request (field 7) and an empty HealthCheckRequest.
+    const LIST_SERVICES = Buffer.from([0x3a, 0x00]);
+    const streams = [
+      ['/grpc.health.v1.Health/Watch', Buffer.alloc(0), 'server'],
+      ['/grpc.reflection.v1.ServerReflection/ServerReflectionInfo', LIST_SERVICES, 'bidi'],
+      ['/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo', LIST_SERVICES, 'bidi'],
+    ] as const;
+    for (const [path, body, kind] of streams) {
+      expect(await rawStream(t, path, body, kind, {}), path).toBe(C.UNAUTHENTICATED);
+      expect(await rawStream(t, path, body, kind, { authorization: 'Bearer not-a-known-token-at-all' }), path).toBe(C.UNAUTHENTICATED);
+      expect(await rawStream(t, path, body, kind, { authorization: `Bearer ${DEDUCT}` }), path).toBe(C.OK);
+    }
+  });
+
+  it("when the live page's coupon list is asked without a token, then 401; with a token, the list", async () => {
+    const none = await fetch(`${t.httpUrl}/ui/coupons`);
+    expect(none.status).toBe(401);
+    expect(((await none.json()) as { code: string }).code).toBe('unauthenticated');
+    const ok = await fetch(`${t.httpUrl}/ui/coupons`, { headers: { authorization: `Bearer ${DEDUCT}` } });
+    expect(ok.status).toBe(200);
+    expect(Array.isArray(await ok.json())).toBe(true);
+    // The page itself (no data in it) stays open, so a browser can load it and then send a token.
+    expect((await fetch(`${t.httpUrl}/`)).status).toBe(200);
+  });
+});
+
+/** A unary call by path with raw bytes: its status code. */
+function rawUnary(t: TestApp, path: string, metadata: Record<string, string>): Promise<number> {
+  const client = new grpc.Client(t.grpcAddr, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  for (const [k, v] of Object.entries(metadata)) md.set(k, v);
+  return new Promise<number>((resolve) =>
+    client.makeUnaryRequest(
+      path,
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+      Buffer.alloc(0),
+      md,
+      (err) => {
+        client.close();
+        resolve(err ? err.code : C.OK);
+      },
+    ),
+  );
+}
+
+/** Opens a server or bidi stream by path: OK once a first message arrives, else the status it ended with. */
+function rawStream(t: TestApp, path: string, body: Buffer, kind: 'server' | 'bidi', metadata: Record<string, string>): Promise<number> {
+  const client = new grpc.Client(t.grpcAddr, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  for (const [k, v] of Object.entries(metadata)) md.set(k, v);
+  const id = (b: Buffer) => b;
+  return new Promise<number>((resolve) => {
+    const call =
+      kind === 'server' ? client.makeServerStreamRequest(path, id, id, body, md) : client.makeBidiStreamRequest(path, id, id, md);
+    if (kind === 'bidi') (call as grpc.ClientDuplexStream<Buffer, Buffer>).write(body);
+    const done = (code: number) => {
+      call.cancel();
+      client.close();
+      resolve(code);
+    };
+    call.on('data', () => done(C.OK));
+    call.on('error', (e: grpc.ServiceError) => done(e.code));
+  });
+}
+
+describe('closed by default', () => {
+  it('when the configuration binds a non-loopback address and says nothing about auth, then loading it fails; `off` said explicitly, loopback, or token auth all load', () => {
+    expect(() => loadConfig({ SHARDSTOCK_GRPC_ADDR: '0.0.0.0:50051' })).toThrow(
+      /refusing to serve 0\.0\.0\.0:50051 without authentication/,
+    );
+    expect(() => loadConfig({ SHARDSTOCK_HTTP_ADDR: '[::]:8080' })).toThrow(/without authentication/);
+    expect(() => loadConfig({ SHARDSTOCK_GRPC_ADDR: '10.1.2.3:50051' })).toThrow(/SHARDSTOCK_AUTH=token/);
+    expect(loadConfig({ SHARDSTOCK_GRPC_ADDR: '0.0.0.0:50051', SHARDSTOCK_AUTH: 'off' }).auth).toBe('off');
+    expect(loadConfig({ SHARDSTOCK_GRPC_ADDR: '127.0.0.2:50051', SHARDSTOCK_HTTP_ADDR: '[::1]:8080' }).auth).toBe('off');
+    expect(loadConfig({ SHARDSTOCK_GRPC_ADDR: 'localhost:50051' }).auth).toBe('off');
+    expect(
+      loadConfig({ SHARDSTOCK_GRPC_ADDR: '0.0.0.0:50051', SHARDSTOCK_AUTH: 'token', SHARDSTOCK_AUTH_TOKENS: `ops:admin:${ADMIN}` }).auth,
+    ).toBe('token');
+  });
+
+  it('when a token is a placeholder from a sample file, then the configuration is refused', () => {
+    for (const token of [
+      'REPLACE-with-a-long-random-token',
+      'changeme-changeme-changeme',
+      'xxxxxxxxxxxxxxxxxxxx',
+      'your-token-goes-here-123',
+    ]) {
+      expect(() => loadConfig({ SHARDSTOCK_AUTH: 'token', SHARDSTOCK_AUTH_TOKENS: `ops:admin:${token}` }), token).toThrow(/placeholder/);
+    }
+  });
+
+  it('when the service is started on 0.0.0.0 with auth unset, then it exits with code 2 and says why, before it listens', async () => {
+    const port = await freePort();
+    const child = spawnTs('src/main.ts', [], { SHARDSTOCK_GRPC_ADDR: `0.0.0.0:${port}`, SHARDSTOCK_AUTH: '' });
+    let out = '';
+    child.stdout!.on('data', (d) => (out += d));
+    child.stderr!.on('data', (d) => (out += d));
+    const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+    expect(code).toBe(2);
+    expect(out).toMatch(/refusing to serve 0\.0\.0\.0:\d+ without authentication/);
+  });
+
+  it('when reflection is turned off, then its calls are UNIMPLEMENTED and everything else is served', async () => {
+    const t = await startTestApp({ SHARDSTOCK_REFLECTION: 'off' });
+    try {
+      const LIST_SERVICES = Buffer.from([0x3a, 0x00]);
+      expect(await rawStream(t, '/grpc.reflection.v1.ServerReflection/ServerReflectionInfo', LIST_SERVICES, 'bidi', {})).toBe(
+        C.UNIMPLEMENTED,
+      );
+      expect(await rawUnary(t, '/grpc.health.v1.Health/Check', {})).toBe(C.OK);
+      expect(await codeOf(t.client.getStock({ couponId: 'nope' }))).toBe(C.NOT_FOUND);
+    } finally {
+      await t.close();
+    }
   });
 });
 
@@ -226,6 +359,55 @@ describe('deadlines reach the handlers on both ports', () => {
       expect(aborted.find((x) => x.via === 'connect')).toBeDefined();
     } finally {
       await http.close(0);
+    }
+  });
+});
+
+describe('token rotation without a restart', () => {
+  it('when the tokens file is rewritten and the process gets SIGHUP, then the new token is accepted and the removed one refused; a broken file changes nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokens-'));
+    const file = join(dir, 'tokens');
+    const OLD = 'old-token-5f1e9c2a7b3d8e40';
+    const NEW = 'new-token-a93c0d7e2f6b1845';
+    writeFileSync(file, `ops:admin:${OLD}\n`);
+    const [grpcPort, httpPort] = [await freePort(), await freePort()];
+    const child = spawnTs('src/main.ts', [], {
+      SHARDSTOCK_GRPC_ADDR: `127.0.0.1:${grpcPort}`,
+      SHARDSTOCK_HTTP_ADDR: `127.0.0.1:${httpPort}`,
+      SHARDSTOCK_MYSQL_URL: 'mysql://root@127.0.0.1:3306/shardstock_test',
+      SHARDSTOCK_NAMESPACE: uniqueId('rot'),
+      SHARDSTOCK_WORKERS: 'none',
+      SHARDSTOCK_AUTH: 'token',
+      SHARDSTOCK_AUTH_TOKENS_FILE: file,
+      SHARDSTOCK_LOG_LEVEL: 'info',
+    });
+    let logs = '';
+    child.stdout!.on('data', (d) => (logs += d));
+    child.stderr!.on('data', (d) => (logs += d));
+    const client = createInventoryClient(`127.0.0.1:${grpcPort}`);
+    try {
+      const until = Date.now() + 30_000;
+      while (!logs.includes('shardstock serving')) {
+        if (Date.now() > until || child.exitCode !== null) throw new Error(`did not start: ${logs}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const call = (token: string) => codeOf(client.getStock({ couponId: 'nope' }, bearer(token)));
+      expect([await call(OLD), await call(NEW)]).toEqual([C.NOT_FOUND, C.UNAUTHENTICATED]);
+      const reloaded = async (marker: string) => {
+        const seen = logs.split(marker).length;
+        child.kill('SIGHUP');
+        while (logs.split(marker).length === seen) await new Promise((r) => setTimeout(r, 50));
+      };
+      writeFileSync(file, `ops:admin:${NEW}\n`);
+      await reloaded('tokens reloaded');
+      expect([await call(OLD), await call(NEW)]).toEqual([C.UNAUTHENTICATED, C.NOT_FOUND]);
+      writeFileSync(file, 'ops:admin:short\n');
+      await reloaded('tokens not reloaded');
+      expect([await call(OLD), await call(NEW)]).toEqual([C.UNAUTHENTICATED, C.NOT_FOUND]);
+    } finally {
+      client.close();
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
     }
   });
 });

@@ -149,7 +149,10 @@ describe('deploy manifests: environment variables against src/config.ts', () => 
   });
 
   it('when the Kubernetes and compose values are loaded by loadConfig, then they are valid and listen on all interfaces', () => {
-    const k = loadConfig({ ...configMap, ...secret, SHARDSTOCK_INSTANCE_ID: 'shardstock-abc' });
+    // The Secret ships placeholder tokens: the service refuses them until real ones are put in.
+    expect(() => loadConfig({ ...configMap, ...secret })).toThrow(/placeholder/);
+    const tokens = 'ops:admin:8f3a1c9e4b7d2f6a0e5c8b1d4a7f3e9c,shop:deduct:2b6e9f1a4c8d3e7b0a5f9c2e6d1b4a8f';
+    const k = loadConfig({ ...configMap, ...secret, SHARDSTOCK_AUTH_TOKENS: tokens, SHARDSTOCK_INSTANCE_ID: 'shardstock-abc' });
     expect(k).toMatchObject({
       grpcAddr: '0.0.0.0:50051',
       httpAddr: '0.0.0.0:8080',
@@ -188,8 +191,10 @@ describe('deploy manifests: ports, probes, termination', () => {
       expect(targets, name).toEqual([portOf(s.environment.SHARDSTOCK_GRPC_ADDR), portOf(s.environment.SHARDSTOCK_HTTP_ADDR)]);
       expect(targets, name).toEqual([grpcPort, httpPort]);
     }
-    const published = shardstockServices.flatMap(([, s]) => (s.ports as string[]).map((p) => p.split(':')[0]));
+    const published = shardstockServices.flatMap(([, s]) => (s.ports as string[]).map((p) => p.split(':').at(-2)));
     expect(new Set(published).size).toBe(published.length);
+    // Published on loopback only: compose runs with auth off.
+    for (const [name, s] of shardstockServices) for (const p of s.ports as string[]) expect(p, name).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
 
     const containerPorts = Object.fromEntries(
       (container.ports as { name: string; containerPort: number }[]).map((p) => [p.name, p.containerPort]),
@@ -204,11 +209,16 @@ describe('deploy manifests: ports, probes, termination', () => {
     expect(Number(deployment.spec.template.metadata.annotations['prometheus.io/port'])).toBe(httpPort);
   });
 
-  it('when Kubernetes probes the pod, then it asks gRPC health on the gRPC port: readiness the service, liveness the liveness name', () => {
-    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) expect(container[probe].grpc.port, probe).toBe(grpcPort);
-    expect(container.readinessProbe.grpc.service).toBe(InventoryService.typeName);
-    expect(container.livenessProbe.grpc.service).toBe(LIVENESS_SERVICE);
-    expect(container.startupProbe.grpc.service).toBe(LIVENESS_SERVICE);
+  it('when Kubernetes probes the pod, then it asks the plaintext HTTP port (so gRPC TLS cannot break probes): readiness /readyz, liveness and startup /healthz', () => {
+    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
+      expect(container[probe].grpc, probe).toBeUndefined();
+      expect(container[probe].httpGet.port, probe).toBe('http');
+    }
+    expect(container.readinessProbe.httpGet.path).toBe('/readyz');
+    expect(container.livenessProbe.httpGet.path).toBe('/healthz');
+    expect(container.startupProbe.httpGet.path).toBe('/healthz');
+    // The gRPC health names stay for probes that speak gRPC (a mesh sidecar, grpc-health-probe with TLS).
+    expect([InventoryService.typeName, LIVENESS_SERVICE]).toEqual(['inventory.v1.InventoryService', 'liveness']);
   });
 
   it('when a pod is terminated, then the grace period covers preStop + SHARDSTOCK_SHUTDOWN_GRACE_MS + a margin', () => {
@@ -216,7 +226,7 @@ describe('deploy manifests: ports, probes, termination', () => {
     expect(preStop[0]).toBe('sleep');
     const preStopMs = Number(preStop[1]) * 1000;
     const graceMs = Number(configMap.SHARDSTOCK_SHUTDOWN_GRACE_MS);
-    expect(graceMs).toBe(loadConfig({ ...configMap, ...secret }).shutdownGraceMs);
+    expect(graceMs).toBe(loadConfig({ ...configMap, ...secret, SHARDSTOCK_AUTH: 'off', SHARDSTOCK_AUTH_TOKENS: '' }).shutdownGraceMs);
     expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThanOrEqual(preStopMs + graceMs + 5000);
     for (const [name, s] of shardstockServices) {
       const stop = Number(/^(\d+)s$/.exec(s.stop_grace_period)![1]) * 1000;

@@ -10,6 +10,7 @@ import { startApp } from '../src/app/app.js';
 import { createInventoryClient } from '../src/client/grpc-client.js';
 import { createLogger } from '../src/util/logger.js';
 import { startTestApp, TEST_DB_URL, uniqueId, type TestApp } from './support/harness.js';
+import { spawnTs } from './support/processes.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -187,5 +188,39 @@ describe('logs', () => {
       await admin.query(`DROP USER '${user}'@'127.0.0.1'`);
       await admin.end();
     }
+  });
+});
+
+describe('secrets in the logs of a failed start-up', () => {
+  const SECRET = 'Hunter2-very-secret-pw';
+  const startWith = async (mysqlUrl: string) => {
+    const child = spawnTs('src/main.ts', [], {
+      SHARDSTOCK_GRPC_ADDR: '127.0.0.1:0',
+      SHARDSTOCK_HTTP_ADDR: '127.0.0.1:0',
+      SHARDSTOCK_MYSQL_URL: mysqlUrl,
+      SHARDSTOCK_NAMESPACE: uniqueId('sec'),
+      SHARDSTOCK_WORKERS: 'none',
+      SHARDSTOCK_LOG_LEVEL: 'debug',
+    });
+    let out = '';
+    child.stdout!.on('data', (d) => (out += d));
+    child.stderr!.on('data', (d) => (out += d));
+    const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+    return { code, out };
+  };
+
+  it('when the MySQL URL cannot be parsed (Node keeps it whole in err.input), then the start-up fails and its logs hold no password', async () => {
+    const { code, out } = await startWith(`mysql://root:${SECRET}@[127.0.0.1:3306/shardstock`);
+    expect(code).toBe(1);
+    expect(out).toContain('could not start');
+    expect(out).toContain('[redacted]');
+    expect(out).not.toContain(SECRET);
+  });
+
+  it('when the MySQL server refuses the password, then the start-up fails and its logs hold no password', async () => {
+    const { code, out } = await startWith(`mysql://nobody:${SECRET}@127.0.0.1:3306/shardstock_test`);
+    expect(code).toBe(1);
+    expect(out).toContain('could not start');
+    expect(out).not.toContain(SECRET);
   });
 });

@@ -99,3 +99,33 @@ describe('live stock page', () => {
     }
   });
 });
+
+describe('live stock page with auth on', () => {
+  const TOKEN = 'page-viewer-7c3e1a9f5b2d8046';
+  const ADMIN = 'page-admin-2e8b4f0c6a1d9357';
+  let secured: TestApp;
+  beforeAll(async () => {
+    secured = await startTestApp({ SHARDSTOCK_AUTH: 'token', SHARDSTOCK_AUTH_TOKENS: `viewer:deduct:${TOKEN},ops:admin:${ADMIN}` });
+  });
+  afterAll(async () => secured?.close());
+
+  it('when the page has no token, then it asks for one; once a token is entered, it lists the coupons and streams the chosen level', async () => {
+    const id = uniqueId('uiauth');
+    await secured.client.createCoupon({ couponId: id, totalStock: 9n, shardCount: 1 }, { metadata: { authorization: `Bearer ${ADMIN}` } });
+    const page = await browser.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    try {
+      await page.goto(`${secured.httpUrl}/`);
+      await page.locator('#coupons').getByText('enter a valid token above').waitFor();
+      await page.locator('#token').fill(TOKEN);
+      await page.locator('#token').press('Enter');
+      await page.locator(`nav button[data-coupon="${id}"]`).click();
+      await page.waitForFunction(() => document.getElementById('detail')!.dataset.available === '9');
+      expect(await page.locator('#status').textContent()).toBe('live');
+      expect(pageErrors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+});

@@ -112,6 +112,45 @@ describe('TLS on the gRPC port', () => {
     }
     expect(await codeOf(t.client.getStock({ couponId: 'none' }, { deadlineMs: 3000 }))).toBe(grpc.status.UNAVAILABLE);
   });
+
+  it('when the gRPC port speaks TLS, then the Kubernetes probes of deploy/k8s (/healthz, /readyz on the plaintext HTTP port) still pass', async () => {
+    for (const path of ['/healthz', '/readyz']) expect((await fetch(`${t.httpUrl}${path}`)).status, path).toBe(200);
+  });
+});
+
+describe('certificate rotation on the gRPC port', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    writeFileSync(file('live.crt'), pem('server.crt'));
+    writeFileSync(file('live.key'), pem('server.key'));
+    t = await startTestApp({
+      SHARDSTOCK_GRPC_TLS_CERT: file('live.crt'),
+      SHARDSTOCK_GRPC_TLS_KEY: file('live.key'),
+      SHARDSTOCK_GRPC_TLS_RELOAD_MS: '300',
+    });
+  });
+  afterAll(async () => t?.close());
+
+  it('when the certificate files are replaced, then new connections get the new certificate without a restart', async () => {
+    const trusting = (ca: string) =>
+      createInventoryClient(t.grpcAddr, { 'grpc.use_local_subchannel_pool': 1 }, grpc.credentials.createSsl(pem(`${ca}.crt`)));
+    const before = [trusting('ca'), trusting('other-ca')];
+    expect(await codeOf(before[0]!.getStock({ couponId: 'none' }))).toBe(grpc.status.NOT_FOUND);
+    expect(await codeOf(before[1]!.getStock({ couponId: 'none' }, { deadlineMs: 3000 }))).toBe(grpc.status.UNAVAILABLE);
+    for (const c of before) c.close();
+
+    issue('renewed', 'other-ca');
+    writeFileSync(file('live.crt'), pem('renewed.crt'));
+    writeFileSync(file('live.key'), pem('renewed.key'));
+    await new Promise((r) => setTimeout(r, 1000));
+    const after = [trusting('ca'), trusting('other-ca')];
+    try {
+      expect(await codeOf(after[1]!.getStock({ couponId: 'none' }))).toBe(grpc.status.NOT_FOUND);
+      expect(await codeOf(after[0]!.getStock({ couponId: 'none' }, { deadlineMs: 3000 }))).toBe(grpc.status.UNAVAILABLE);
+    } finally {
+      for (const c of after) c.close();
+    }
+  });
 });
 
 describe('mTLS on the gRPC port', () => {
@@ -121,6 +160,8 @@ describe('mTLS on the gRPC port', () => {
       SHARDSTOCK_GRPC_TLS_CERT: file('server.crt'),
       SHARDSTOCK_GRPC_TLS_KEY: file('server.key'),
       SHARDSTOCK_GRPC_TLS_CLIENT_CA: file('ca.crt'),
+      // Through the reloading credentials (the TLS test above reads the files once): both paths are covered.
+      SHARDSTOCK_GRPC_TLS_RELOAD_MS: '60000',
     });
   });
   afterAll(async () => t?.close());

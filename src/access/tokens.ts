@@ -35,8 +35,18 @@ export function parseTokenEntries(entries: string[], where: string): TokenEntry[
       throw new TokenFormatError(`${where} entry ${i + 1} (${name}): role must be one of ${ROLES.join(', ')}`);
     }
     if (token.length < 16) throw new TokenFormatError(`${where} entry ${i + 1} (${name}): token must be at least 16 characters`);
+    if (isPlaceholder(token)) {
+      throw new TokenFormatError(`${where} entry ${i + 1} (${name}): the token is a placeholder: generate one (openssl rand -hex 24)`);
+    }
     return { name, role: role as Role, digest: digestToken(token) };
   });
+}
+
+/** Words that sample files put in place of a secret, and tokens made of one repeated character. */
+const PLACEHOLDER = /replace|change-?me|placeholder|example|your[-_]?token|secret-?here|^(.)\1+$/i;
+
+export function isPlaceholder(token: string): boolean {
+  return PLACEHOLDER.test(token);
 }
 
 /** Lines of a tokens file: blank lines and `#` comments are skipped. */

@@ -3,7 +3,7 @@
 import { connect as connectNats, type NatsConnection } from 'nats';
 import type { Cluster } from 'ioredis';
 import type { MikroORM } from '@mikro-orm/mysql';
-import type { Config } from '../config.js';
+import { type Config, networkLimits } from '../config.js';
 import { openOrm } from '../db/orm.js';
 import { MikroCouponRepository } from '../db/coupon-repository.js';
 import { CouponAdmin } from '../domain/admin.js';
@@ -19,9 +19,9 @@ import { connectCluster } from '../redis/cluster.js';
 import { ReplicaAck } from '../redis/replica-ack.js';
 import { FailoverFence } from '../redis/failover-fence.js';
 import type { CallGate } from '../access/call-gate.js';
-import { callGate, grpcServerCredentials, guards, tlsMaterial } from './security.js';
+import { callGate, grpcServerCredentials, guards, natsSecurity, tlsMaterial } from './security.js';
 import { RedisStockStore } from '../redis/stock-store.js';
-import { startGrpcServer, type GrpcServer } from '../transport/grpc-server.js';
+import { grpcNetwork, startGrpcServer, type GrpcServer } from '../transport/grpc-server.js';
 import { createHandlers, type InventoryHandlers } from '../transport/handlers.js';
 import { inventoryRoutes } from '../transport/connect-routes.js';
 import { startHttpServer, type HttpServer, type PlainRoute } from '../transport/http-server.js';
@@ -32,7 +32,7 @@ import { Readiness } from './readiness.js';
 import { Settlement } from '../settlement/settlement.js';
 import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
 import { listRecentCoupons } from '../db/coupon-list.js';
-import { registerAppMetrics } from '../observability/app-metrics.js';
+import { registerAppMetrics, registerConnectionMetrics } from '../observability/app-metrics.js';
 import { attachSettlementMetrics } from '../observability/settlement-metrics.js';
 import { instrumentHandlers } from '../observability/instrument-handlers.js';
 import { Metrics } from '../observability/metrics.js';
@@ -100,6 +100,12 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     name: `shardstock-${config.instanceId}`,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
+    ...natsSecurity(config),
+  }).catch(async (err: unknown) => {
+    // Refused credentials, no server: what is already open must not keep the process alive.
+    redis.disconnect();
+    await orm.close(true);
+    throw err;
   });
 
   const replicaAck = config.ackLevel === 'replica' ? new ReplicaAck(redis, config.waitTimeoutMs, config.ackReplicas) : undefined;
@@ -117,9 +123,11 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     replicaAck,
     fence,
   });
-  const gate = callGate(config);
-  const guard = guards(gate);
   const metrics = new Metrics();
+  const refused = (port: 'grpc' | 'http') => (reason: string) => metrics.refusals.child(port, reason).inc();
+  const gate = callGate(config, (reason, transport) => refused(transport === 'grpc' ? 'grpc' : 'http')(reason));
+  const guard = guards(gate);
+  const onServerError = (port: string) => (err: Error) => log.warn({ port, err: err.message }, 'listener error');
   const guardedStore: StockStore = guardErrors(timed(store, metrics.redisDuration, metrics.redisErrors), 'Redis');
   const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
   const signals = new NatsStockSignals(nats, config.namespace);
@@ -168,6 +176,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     readLevel: (id) => admin.level(id, true),
     listen: (id, cb) => levels.listen(id, cb),
     floorMs: config.watchMinIntervalMs,
+    maxLifetimeMs: config.maxStreamLifetimeMs,
     onError,
   });
   const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler });
@@ -190,10 +199,13 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
   attachSettlementMetrics(metrics, () => settlement.figures());
   const plain: PlainRoute[] = [
     metricsRoute(metrics),
-    uiRoutes({ listCoupons: (limit) => listRecentCoupons(orm, limit) }),
+    uiRoutes({
+      listCoupons: (limit) => listRecentCoupons(orm, limit),
+      admit: (req) => guard.http('ListCoupons', req.headers.authorization, req.socket?.remoteAddress ?? ''),
+    }),
     (req, res) => {
       if (req.url !== '/healthz' && req.url !== '/readyz') return false;
-      const state = readiness.current();
+      const state = readiness.publicView();
       const ok = req.url === '/healthz' || state.ready;
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
       res.end(JSON.stringify(req.url === '/healthz' ? { status: 'ok' } : state));
@@ -210,17 +222,30 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
       onUnexpected,
       guard: guard.grpc,
       credentials: grpcServerCredentials(config),
+      network: grpcNetwork(config),
+      reflection: config.reflection,
+      onRefused: refused('grpc'),
+      onServerError: onServerError('grpc'),
     });
     http = await startHttpServer(config.httpAddr, {
       routes: inventoryRoutes(instrumentHandlers(handlers, { metrics, transport: 'connect', log }), { onUnexpected, guard: guard.connect }),
       plain,
       maxMessageBytes: config.maxMessageBytes,
+      limits: networkLimits(config),
+      onRefused: refused('http'),
+      onServerError: onServerError('http'),
     });
   } catch (err) {
     grpc?.server.forceShutdown();
     await http?.close(0);
     throw err;
   }
+  registerConnectionMetrics(metrics, { grpc: grpc.connections, http: http.connections });
+  metrics.gaugeFrom(
+    'shardstock_streams_open',
+    'Long-lived streams admitted by the gate and still open (WatchStock, health Watch, reflection)',
+    () => gate.streams?.open ?? 0,
+  );
   const g = grpc;
   readiness.onChange((ready) => {
     const status = ready ? 'SERVING' : 'NOT_SERVING';

@@ -3,6 +3,8 @@
 // Only critical dependencies decide readiness: Deduct and Compensate need Redis alone (events wait in the
 // outbox while NATS or MySQL are away), so an outage there must not pull every instance out of rotation
 // and stop the sale; it shows as `degraded` instead.
+import { redactUrls } from '../util/redact.js';
+
 export interface Dependency {
   name: string;
   ping(): Promise<unknown>;
@@ -32,6 +34,20 @@ export class Readiness {
     return this.state;
   }
 
+  /** What /readyz shows: which dependency fails, never its raw error (hosts, users, driver internals); the
+   *  error goes to the logs (app.ts logs every change). */
+  publicView(): { ready: boolean; degraded: string[]; failing: string[]; checks: Record<string, { ok: boolean; checkedAt: string }> } {
+    const { ready, degraded, checks } = this.state;
+    return {
+      ready,
+      degraded,
+      failing: Object.entries(checks)
+        .filter(([, c]) => !c.ok)
+        .map(([name]) => name),
+      checks: Object.fromEntries(Object.entries(checks).map(([name, c]) => [name, { ok: c.ok, checkedAt: c.checkedAt }])),
+    };
+  }
+
   onChange(listener: (ready: boolean) => void): void {
     this.listeners.add(listener);
   }
@@ -48,7 +64,7 @@ export class Readiness {
           ]);
           checks[d.name] = { ok: true, checkedAt };
         } catch (err) {
-          checks[d.name] = { ok: false, error: (err as Error).message, checkedAt };
+          checks[d.name] = { ok: false, error: redactUrls(String((err as Error)?.message ?? err)), checkedAt };
         }
       }),
     );

@@ -2,8 +2,9 @@
 // configured PEM files, and the call gate (auth, rate limit, in-flight bound) as a guard for each port.
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
+import { type ConnectionOptions, credsAuthenticator, nkeyAuthenticator } from 'nats';
 import type { Config, TlsFiles } from '../config.js';
-import { CallGate } from '../access/call-gate.js';
+import { CallGate, type RefusalReason } from '../access/call-gate.js';
 import { TokenRegistry } from '../access/tokens.js';
 
 const read = (path: string | undefined) => (path === undefined ? undefined : readFileSync(path));
@@ -16,10 +17,44 @@ export function tlsMaterial(
   return { ca: read(files.caFile), cert: read(files.certFile), key: read(files.keyFile) };
 }
 
-/** TLS for the gRPC port, with client certificates required when a client CA is configured (mTLS). */
+/** NATS connection options for the configured credentials and TLS (every NATS connection uses them). */
+export function natsSecurity(config: Readonly<Config>): Partial<ConnectionOptions> {
+  const out: Partial<ConnectionOptions> = {};
+  const a = config.natsAuth;
+  if (a?.kind === 'user') Object.assign(out, { user: a.user, pass: a.password });
+  if (a?.kind === 'token') out.token = a.token;
+  if (a?.kind === 'nkey') out.authenticator = nkeyAuthenticator(new TextEncoder().encode(readFileSync(a.seedFile, 'utf8').trim()));
+  if (a?.kind === 'creds') out.authenticator = credsAuthenticator(readFileSync(a.credsFile));
+  const t = config.natsTls;
+  if (t) {
+    out.tls = {
+      ...(t.caFile ? { caFile: t.caFile } : {}),
+      ...(t.certFile ? { certFile: t.certFile } : {}),
+      ...(t.keyFile ? { keyFile: t.keyFile } : {}),
+    };
+  }
+  return out;
+}
+
+/** TLS for the gRPC port, with client certificates required when a client CA is configured (mTLS). With a
+ * reload interval, grpc-js re-reads the files on that interval and new connections get the new certificate. */
 export function grpcServerCredentials(config: Readonly<Config>): grpc.ServerCredentials | undefined {
   const t = config.grpcTls;
   if (!t) return undefined;
+  if (config.grpcTlsReloadMs > 0) {
+    const refreshIntervalMs = config.grpcTlsReloadMs;
+    const identity = new grpc.experimental.FileWatcherCertificateProvider({
+      certificateFile: t.certFile,
+      privateKeyFile: t.keyFile,
+      refreshIntervalMs,
+    });
+    const clientCa = t.clientCaFile
+      ? new grpc.experimental.FileWatcherCertificateProvider({ caCertificateFile: t.clientCaFile, refreshIntervalMs })
+      : null;
+    // grpc-js 1.14 hands this function's first two arguments to the credentials' constructor in the order
+    // (identity, ca), whatever their names say; test/tls.test.ts proves the pairing (TLS, mTLS, rotation).
+    return grpc.experimental.createCertificateProviderServerCredentials(identity, clientCa as never, clientCa !== null);
+  }
   const ca = read(t.clientCaFile) ?? null;
   return grpc.ServerCredentials.createSsl(
     ca,
@@ -28,24 +63,31 @@ export function grpcServerCredentials(config: Readonly<Config>): grpc.ServerCred
   );
 }
 
-export function callGate(config: Readonly<Config>): CallGate {
+/** RPCs that stay open as long as the client wants: WatchStock, grpc.health.v1 Watch, server reflection. */
+export const STREAMING_METHODS: ReadonlySet<string> = new Set(['WatchStock', 'Watch', 'ServerReflectionInfo']);
+
+export function callGate(config: Readonly<Config>, onRefused?: (reason: RefusalReason, transport: string | undefined) => void): CallGate {
   return new CallGate({
     tokens: config.auth === 'token' ? new TokenRegistry(config.authTokens) : undefined,
     ratePerSec: config.rateLimitRps,
     burst: config.rateLimitBurst,
     maxInFlight: config.maxInFlight,
-    streaming: new Set(['WatchStock']),
+    streaming: STREAMING_METHODS,
+    streams: { max: config.maxStreams, perCaller: config.maxStreamsPerCaller },
+    onRefused,
   });
 }
 
-/** The gate as the two transports' guard hooks. */
+/** The gate as the transports' guard hooks (the live page's plain routes use `http`). */
 export function guards(gate: CallGate) {
   return {
     grpc: (method: string, metadata: grpc.Metadata, peer: string) => {
       const auth = metadata.get('authorization')[0];
-      return gate.admit(method, { authorization: typeof auth === 'string' ? auth : undefined, peer });
+      return gate.admit(method, { authorization: typeof auth === 'string' ? auth : undefined, peer, transport: 'grpc' });
     },
     connect: (method: string, headers: Headers, peer: string) =>
-      gate.admit(method, { authorization: headers.get('authorization') ?? undefined, peer }),
+      gate.admit(method, { authorization: headers.get('authorization') ?? undefined, peer, transport: 'connect' }),
+    http: (method: string, authorization: string | undefined, peer: string) =>
+      gate.admit(method, { authorization, peer, transport: 'connect' }),
   };
 }

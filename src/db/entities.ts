@@ -28,6 +28,7 @@ export const CouponRow = defineEntity({
     /** Recoveries completed on this coupon. */
     recoveryEpoch: p.integer().default(0),
   },
+  indexes: [{ properties: ['createdAt'], name: 'ix_coupon_created_at' }],
 });
 
 /** REPAIR: a recovery or repair changed Redis (quantity = units added, negative when taken; reason says why). */

@@ -40,8 +40,31 @@ export interface AdminDeps {
   changes?: StockChanges | undefined;
 }
 
+/** How long a level may reuse the coupon's MySQL record (settled remaining, total): GetStock and WatchStock
+ * read MySQL at most once per this interval per coupon on an instance. Restock through this instance
+ * refreshes it at once; elsewhere it is at most this stale. */
+export const LEVEL_RECORD_TTL_MS = 250;
+const MAX_RECORDS = 10_000;
+
 export class CouponAdmin {
+  private readonly records = new Map<string, { at: number; row: Promise<Coupon | null> }>();
+
   constructor(private readonly d: AdminDeps) {}
+
+  /** The coupon's record, read from MySQL at most once per LEVEL_RECORD_TTL_MS (concurrent callers share it). */
+  private record(couponId: string): Promise<Coupon | null> {
+    const now = performance.now();
+    const hit = this.records.get(couponId);
+    if (hit && now - hit.at < LEVEL_RECORD_TTL_MS) return hit.row;
+    if (this.records.size >= MAX_RECORDS) {
+      for (const [id, r] of this.records) if (now - r.at >= LEVEL_RECORD_TTL_MS) this.records.delete(id);
+      if (this.records.size >= MAX_RECORDS) this.records.clear();
+    }
+    const row = this.d.repo.find(couponId);
+    this.records.set(couponId, { at: now, row });
+    row.catch(() => this.records.delete(couponId));
+    return row;
+  }
 
   async create(input: CreateCouponInput): Promise<{ coupon: Coupon; created: boolean }> {
     const id = v.couponId(input.couponId);
@@ -78,7 +101,9 @@ export class CouponAdmin {
 
   async level(couponIdRaw: string, includeShards: boolean): Promise<StockLevel> {
     const couponId = v.couponId(couponIdRaw);
-    const coupon = await this.d.repo.find(couponId);
+    // Unknown ids are answered from the catalog's bounded memory, not one query each.
+    await this.d.catalog.get(couponId);
+    const coupon = await this.record(couponId);
     if (!coupon) throw notFound(`coupon ${couponId} does not exist`);
     return this.levelOf(coupon, includeShards);
   }
@@ -114,6 +139,7 @@ export class CouponAdmin {
     const quantity = v.units('quantity', input.quantity, 1n, v.MAX_TOTAL_STOCK);
     const requestId = v.requestId(input.requestId);
     const r = await this.d.repo.restock(couponId, requestId, quantity);
+    this.records.delete(couponId);
     if (!r) throw notFound(`coupon ${couponId} does not exist`);
     if (r.needsRedis) await this.applyRestock(r.coupon, requestId, r.quantity);
     const coupon = (await this.d.repo.find(couponId))!;

@@ -1,11 +1,17 @@
 // Coupon definitions (shards, tags, limit) never change after creation, so each instance keeps them in
-// memory: the Deduct hot path never touches MySQL. Unknown ids are remembered briefly so a flood of calls for
-// a coupon that does not exist cannot turn into a flood of queries.
-import { notFound, unavailable } from './errors.js';
+// memory: the Deduct hot path never touches MySQL. Unknown ids are remembered briefly (a bounded table, oldest
+// dropped first) so a flood of calls for a coupon that does not exist cannot turn into a flood of queries,
+// and lookups running at once are bounded so a flood of *distinct* unknown ids cannot either: beyond the
+// bound a call is refused UNAVAILABLE with a retry hint before it reaches MySQL.
+import { DomainError, notFound, unavailable } from './errors.js';
 import type { Coupon, CouponRepository } from './ports.js';
 
 const MISSING_TTL_MS = 1000;
 const MAX_ENTRIES = 100_000;
+/** Unknown ids remembered at most (each for MISSING_TTL_MS). */
+export const MAX_MISSING = 10_000;
+/** MySQL lookups of coupons not in memory running at once (the pool has 16 connections). */
+export const MAX_LOOKUPS = 256;
 
 export class CouponCatalog {
   private readonly known = new Map<string, Coupon>();
@@ -21,6 +27,9 @@ export class CouponCatalog {
     if (missUntil !== undefined && missUntil > Date.now()) throw notFound(`coupon ${id} does not exist`);
     let pending = this.loading.get(id);
     if (!pending) {
+      if (this.loading.size >= MAX_LOOKUPS) {
+        throw new DomainError('unavailable', `too many coupon lookups at once; retry after 50 ms`, { retryAfterMs: 50 });
+      }
       pending = this.repo.find(id).finally(() => this.loading.delete(id));
       this.loading.set(id, pending);
     }
@@ -31,7 +40,12 @@ export class CouponCatalog {
       throw unavailable('the database cannot be reached', err);
     }
     if (!coupon) {
-      if (this.missing.size > MAX_ENTRIES) this.missing.clear();
+      // Insertion order is expiry order (one TTL for all): the first entries are the oldest.
+      this.missing.delete(id);
+      for (const k of this.missing.keys()) {
+        if (this.missing.size < MAX_MISSING) break;
+        this.missing.delete(k);
+      }
       this.missing.set(id, Date.now() + MISSING_TTL_MS);
       throw notFound(`coupon ${id} does not exist`);
     }
@@ -43,6 +57,11 @@ export class CouponCatalog {
     if (this.known.size > MAX_ENTRIES) this.known.clear();
     this.known.set(coupon.id, coupon);
     this.missing.delete(coupon.id);
+  }
+
+  /** Unknown ids remembered right now (bounded by MAX_MISSING). */
+  get missingSize(): number {
+    return this.missing.size;
   }
 
   /** Coupons this instance has served: what its sweepers look after. */

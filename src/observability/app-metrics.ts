@@ -77,3 +77,30 @@ export function registerAppMetrics(m: Metrics, f: AppFigures): void {
     () => busiest().map((b) => [b.couponId, b.level!.pendingSettlement] as [string, number]),
   );
 }
+
+/** Connection figures of each port's listener (open now, accepted, errors such as resets). */
+export function registerConnectionMetrics(
+  m: Metrics,
+  ports: Record<string, { open: number; accepted: number; socketErrors: number }>,
+): void {
+  const each = (pick: (s: { open: number; accepted: number; socketErrors: number }) => number) => () =>
+    Object.entries(ports).map(([port, s]) => [port, pick(s)] as [string, number]);
+  m.labelledGaugeFrom(
+    'shardstock_connections_open',
+    'Open TCP connections by port',
+    'port',
+    each((s) => s.open),
+  );
+  m.labelledCounterFrom(
+    'shardstock_connections_accepted_total',
+    'TCP connections accepted by port',
+    'port',
+    each((s) => s.accepted),
+  );
+  m.labelledCounterFrom(
+    'shardstock_connection_errors_total',
+    'Socket errors by port (resets, broken pipes): each ends its own connection only',
+    'port',
+    each((s) => s.socketErrors),
+  );
+}

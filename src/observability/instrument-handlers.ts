@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { CompensateOutcome, DeductOutcome } from '../gen/inventory/v1/inventory_pb.js';
 import type { CallContext, InventoryHandlers } from '../transport/handlers.js';
 import { GrpcCode, toStatus } from '../transport/status.js';
+import { LogThrottle } from '../util/log-throttle.js';
 import type { Logger } from '../util/logger.js';
 import type { CounterChild } from './fast-metrics.js';
 import type { Metrics, Transport } from './metrics.js';
@@ -31,6 +32,8 @@ export interface InstrumentOptions {
   metrics: Metrics;
   transport: Transport;
   log: Logger;
+  /** UNAVAILABLE failures are logged at most once per method and cause per this interval. Default 5000. */
+  unavailableLogIntervalMs?: number;
 }
 
 interface Ids {
@@ -48,6 +51,7 @@ function callFields(transport: Transport, method: string, req: Ids, ctx: CallCon
 
 export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): InventoryHandlers {
   const { metrics, transport, log } = o;
+  const unavailableLog = new LogThrottle(o.unavailableLogIntervalMs ?? 5000);
   /** Counter children per method, resolved once per outcome seen. */
   const counterFor = (method: string) => {
     const byOutcome = new Map<string, CounterChild>();
@@ -63,8 +67,19 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
 
   const failed = (fields: () => Record<string, unknown>, err: unknown): string => {
     const s = toStatus(err);
-    // Domain refusals are answers, not faults; infrastructure failures and bugs are logged with the call's ids.
-    if (s.unexpected) log.error({ ...fields(), code: CODE_NAMES[s.code], err: s.unexpected }, 'call failed');
+    // Domain refusals are answers, not faults; bugs (INTERNAL) are logged with the call's ids and stack.
+    // A dependency that is away (UNAVAILABLE: Redis failover, MySQL down) fails every call alike: a warning
+    // without stack, at most one per method and cause every few seconds.
+    if (s.unexpected && s.code === GrpcCode.UNAVAILABLE) {
+      const cause = s.unexpected as { name?: string; message?: string };
+      const suppressed = unavailableLog.take(`${fields().method}|${cause?.name}`);
+      if (suppressed !== undefined) {
+        log.warn(
+          { ...fields(), code: 'unavailable', cause: `${cause?.name ?? 'Error'}: ${cause?.message ?? String(cause)}`, suppressed },
+          'call failed: dependency unavailable',
+        );
+      }
+    } else if (s.unexpected) log.error({ ...fields(), code: CODE_NAMES[s.code], err: s.unexpected }, 'call failed');
     return CODE_NAMES[s.code] ?? 'unknown';
   };
   /** Built once per call, and only when a line is logged. */

@@ -58,6 +58,13 @@ export class Metrics {
     this.registry,
   );
 
+  readonly refusals = new FastCounter(
+    'shardstock_refusals_total',
+    'Calls and connections refused, by port (grpc, http) and reason: unauthenticated, permission_denied, rate_limited, shed, stream_cap, connection_cap, first_byte_timeout, headers_timeout, request_timeout, header_too_large, bad_request, protocol_error',
+    ['port', 'reason'],
+    this.registry,
+  );
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
   }
@@ -97,6 +104,20 @@ export class Metrics {
       collect() {
         this.reset();
         for (const [l, v] of read()) this.set({ [label]: l }, v);
+      },
+    });
+  }
+
+  /** A labelled counter read at scrape time (monotonic figures kept by a component, one per label value). */
+  labelledCounterFrom(name: string, help: string, label: string, read: () => Iterable<[string, number]>): void {
+    new Counter({
+      name,
+      help,
+      labelNames: [label],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [l, v] of read()) this.inc({ [label]: l }, v);
       },
     });
   }

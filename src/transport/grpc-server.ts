@@ -10,15 +10,44 @@ import type { CallContext, InventoryHandlers } from './handlers.js';
 import { reflectionRoot } from './reflection.js';
 import { GrpcCode, toStatus } from './status.js';
 import { DomainError } from '../domain/errors.js';
+import { type Config, loadConfig, networkLimits } from '../config.js';
+import type { NetworkLimits } from './connection-timers.js';
+import { GrpcConnectionWatch } from './grpc-connection-watch.js';
+import { listen, type ListenerStats } from './listener.js';
 
 export interface GrpcServerOptions {
   maxMessageBytes: number;
   onUnexpected: (method: string, err: unknown) => void;
   /** Optional hook in front of every call (auth, rate limits, load shedding); throws a DomainError to refuse.
-   * `peer` is the caller's address; a returned function is called once the call is finished. */
+   * `peer` is the caller's address; a returned function is called once the call is finished. It also guards
+   * the health Watch stream and reflection (the health Check stays open: probes carry no token). */
   guard?: ((method: string, metadata: grpc.Metadata, peer: string) => (() => void) | undefined) | undefined;
   /** TLS / mTLS; default plaintext. */
   credentials?: grpc.ServerCredentials | undefined;
+  /** Connection limits and grpc-js keepalive / age; default loadConfig's defaults. */
+  network?: GrpcNetwork | undefined;
+  /** Serve server reflection. Default true. */
+  reflection?: boolean | undefined;
+  /** A refusal at the connection or request level (cap, timeout), by reason. */
+  onRefused?: ((reason: string) => void) | undefined;
+  onServerError?: ((err: Error) => void) | undefined;
+}
+
+export interface GrpcNetwork extends NetworkLimits {
+  keepaliveMs: number;
+  keepaliveTimeoutMs: number;
+  maxConnectionAgeMs: number;
+  maxConnectionAgeGraceMs: number;
+}
+
+export function grpcNetwork(c: Readonly<Config>): GrpcNetwork {
+  return {
+    ...networkLimits(c),
+    keepaliveMs: c.grpcKeepaliveMs,
+    keepaliveTimeoutMs: c.grpcKeepaliveTimeoutMs,
+    maxConnectionAgeMs: c.maxConnectionAgeMs,
+    maxConnectionAgeGraceMs: c.maxConnectionAgeGraceMs,
+  };
 }
 
 /** Aborts when the call is cancelled or its deadline passes. */
@@ -138,13 +167,97 @@ export interface GrpcServer {
   server: grpc.Server;
   health: HealthImplementation;
   port: number;
+  connections: ListenerStats;
+  /** Stops accepting connections (the server's own shutdown then ends the sessions). */
+  stopListening(): Promise<void>;
+}
+
+const HEALTH_CHECK = '/grpc.health.v1.Health/Check';
+
+/** In front of every call: health Watch and reflection pass the guard (InventoryService calls pass it in
+ * methodHandler), and a call whose request has not arrived in full within the request timeout is cancelled. */
+function frontInterceptor(options: GrpcServerOptions, requestTimeoutMs: number, watch: GrpcConnectionWatch): grpc.ServerInterceptor {
+  const inventory = `/${InventoryService.typeName}/`;
+  return (desc, call) => {
+    const method = desc.path.slice(desc.path.lastIndexOf('/') + 1);
+    const guarded = options.guard !== undefined && !desc.path.startsWith(inventory) && desc.path !== HEALTH_CHECK;
+    let timer: NodeJS.Timeout | undefined;
+    let release: (() => void) | undefined;
+    const info = call.getConnectionInfo();
+    const ended = watch.callStarted(info.remoteAddress, info.remotePort);
+    const finish = () => {
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      release?.();
+      release = undefined;
+      ended();
+    };
+    const refuse = (code: number, details: string, metadata = new grpc.Metadata()) => {
+      finish();
+      call.sendStatus({ code, details, metadata });
+    };
+    return new grpc.ServerInterceptingCall(call, {
+      start(next) {
+        // A client-streaming call (reflection) has no end of request to wait for.
+        if (!desc.requestStream) {
+          timer = setTimeout(() => {
+            options.onRefused?.('request_timeout');
+            refuse(GrpcCode.CANCELLED, `request not received in full within ${requestTimeoutMs} ms`);
+          }, requestTimeoutMs).unref();
+        }
+        next({
+          onReceiveMetadata(metadata, nextMetadata) {
+            if (guarded) {
+              try {
+                release = options.guard!(method, metadata, call.getPeer()) ?? undefined;
+              } catch (err) {
+                const s = toStatus(err);
+                const md = new grpc.Metadata();
+                for (const [k, v] of Object.entries(s.metadata ?? {})) md.set(k, v);
+                refuse(s.code, s.message, md);
+                return;
+              }
+            }
+            nextMetadata(metadata);
+          },
+          onReceiveHalfClose(nextHalfClose) {
+            if (timer) clearTimeout(timer);
+            timer = undefined;
+            nextHalfClose();
+          },
+          onCancel: finish,
+        });
+      },
+      sendStatus(status, nextStatus) {
+        finish();
+        nextStatus(status);
+      },
+    });
+  };
+}
+
+/** Credentials that re-read their files (SHARDSTOCK_GRPC_TLS_RELOAD_MS) load them asynchronously, and grpc-js
+ * drops connections until they are there: the port opens only once the first certificate is loaded. */
+async function certificateLoaded(credentials: grpc.ServerCredentials, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (credentials._isSecure() && credentials._getSecureContextOptions() === null) {
+    if (Date.now() > until) throw new Error(`gRPC TLS: the certificate files were not loaded within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
 }
 
 export async function startGrpcServer(addr: string, handlers: InventoryHandlers, options: GrpcServerOptions): Promise<GrpcServer> {
+  const net = options.network ?? grpcNetwork(loadConfig({}));
+  const watch = new GrpcConnectionWatch(net.headersTimeoutMs, net.idleTimeoutMs, options.onRefused ?? (() => {}));
   const server = new grpc.Server({
     'grpc.max_receive_message_length': options.maxMessageBytes,
-    'grpc.keepalive_time_ms': 60_000,
-    'grpc.max_concurrent_streams': 4096,
+    'grpc.max_concurrent_streams': net.maxStreamsPerConnection,
+    'grpc.keepalive_time_ms': net.keepaliveMs,
+    'grpc.keepalive_timeout_ms': net.keepaliveTimeoutMs,
+    'grpc.max_connection_idle_ms': net.idleTimeoutMs,
+    'grpc.max_connection_age_ms': net.maxConnectionAgeMs,
+    'grpc.max_connection_age_grace_ms': net.maxConnectionAgeGraceMs,
+    interceptors: [frontInterceptor(options, net.requestTimeoutMs, watch)],
   });
   const impl: grpc.UntypedServiceImplementation = {};
   for (const m of InventoryService.methods) impl[m.localName] = methodHandler(m, handlers, options);
@@ -154,10 +267,45 @@ export async function startGrpcServer(addr: string, handlers: InventoryHandlers,
   // answers, so a liveness probe never restarts a pod only because Redis, NATS or MySQL is away.
   const health = new HealthImplementation({ '': 'NOT_SERVING', [InventoryService.typeName]: 'NOT_SERVING', [LIVENESS_SERVICE]: 'SERVING' });
   health.addToServer(server);
-  new ReflectionService(reflectionRoot() as never).addToServer(server);
+  if (options.reflection ?? true) new ReflectionService(reflectionRoot() as never).addToServer(server);
 
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(addr, options.credentials ?? grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  // We accept the connections ourselves (listener.ts: error handler first, connection cap, first-byte timeout)
+  // and hand them to grpc-js, which serves them like those of a port it bound.
+  const credentials = options.credentials ?? grpc.ServerCredentials.createInsecure();
+  const injector = server.createConnectionInjector(credentials);
+  await certificateLoaded(credentials);
+  const listener = await listen(
+    addr,
+    { maxConnections: net.maxConnections, firstByteTimeoutMs: net.firstByteTimeoutMs },
+    (socket) => {
+      watch.add(socket);
+      injector.injectConnection(socket);
+    },
+    options.onServerError ?? (() => {}),
+    options.onRefused,
   );
-  return { server, health, port };
+  // Shutting the grpc-js server down also closes the port we listen on for it. grpc-js's own tryShutdown
+  // waits for a bound port's connections through its server's close(); injected connections are not counted
+  // there, so the graceful shutdown also waits for our listener, whose close() ends with the last connection.
+  const tryShutdown = server.tryShutdown.bind(server);
+  const forceShutdown = server.forceShutdown.bind(server);
+  server.tryShutdown = (callback) => {
+    watch.stop();
+    let pending = 2;
+    let failure: Error | undefined;
+    const done = (err?: Error) => {
+      failure ??= err;
+      if (--pending === 0) callback(failure);
+    };
+    listener.close().then(() => done());
+    listener.destroySilent();
+    tryShutdown(done);
+  };
+  server.forceShutdown = () => {
+    watch.stop();
+    void listener.close();
+    forceShutdown();
+    listener.destroyAll();
+  };
+  return { server, health, port: listener.port, connections: listener.stats, stopListening: () => listener.close() };
 }

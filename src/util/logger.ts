@@ -1,5 +1,6 @@
 // Structured JSON logs (pino). One root logger per process, built from config and passed down.
 import { pino, type DestinationStream, type Logger } from 'pino';
+import { redactError } from './redact.js';
 
 export type { Logger };
 
@@ -12,6 +13,8 @@ export function createLogger(level: string, base: Record<string, unknown> = {}, 
     level,
     base: { service: 'shardstock', pid: process.pid, ...base },
     redact: { paths: SECRET_FIELDS.flatMap((f) => [f, `*.${f}`]), censor: '[redacted]' },
+    // Errors are logged with URL credentials removed from message, stack and fields (err.input included).
+    serializers: { err: redactError },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
   return destination ? pino(options, destination) : pino(options);

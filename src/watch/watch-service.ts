@@ -19,6 +19,8 @@ export interface WatchDeps {
   /** The floor and default of a stream's interval. */
   floorMs: number;
   onError(what: string, err: unknown): void;
+  /** A stream ends normally after this long (the client reconnects); default unbounded. */
+  maxLifetimeMs?: number | undefined;
   settleRefreshMs?: number;
   heartbeatMs?: number;
 }
@@ -68,6 +70,7 @@ export class WatchService {
     this.opened++;
     const onAbort = () => slot.close();
     signal.addEventListener('abort', onAbort, { once: true });
+    const expiry = this.d.maxLifetimeMs ? setTimeout(onAbort, this.d.maxLifetimeMs) : undefined;
     try {
       const first = await feed.current();
       if (signal.aborted) return;
@@ -86,6 +89,7 @@ export class WatchService {
         yield next;
       }
     } finally {
+      if (expiry) clearTimeout(expiry);
       signal.removeEventListener('abort', onAbort);
       slot.close();
       feed.slots.delete(slot);

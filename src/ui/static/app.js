@@ -8,6 +8,13 @@ const num = (v) => Number(v ?? 0); // proto3 JSON leaves zeros out and sends int
 const fmt = new Intl.NumberFormat('en-US');
 
 let current; // { couponId, controller }
+
+// The bearer token for SHARDSTOCK_AUTH=token, kept in sessionStorage (this tab only, gone when it closes).
+const TOKEN_KEY = 'shardstock.token';
+const authHeaders = () => {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { authorization: `Bearer ${token}` } : {};
+};
 let updates = 0;
 const shardPeak = new Map(); // shard index -> largest level seen, the height of its column
 
@@ -23,7 +30,7 @@ function envelope(json) {
 async function* connectStream(path, request, signal) {
   const res = await fetch(path, {
     method: 'POST',
-    headers: { 'content-type': 'application/connect+json', 'connect-protocol-version': '1' },
+    headers: { 'content-type': 'application/connect+json', 'connect-protocol-version': '1', ...authHeaders() },
     body: envelope(request),
     signal,
   });
@@ -138,7 +145,8 @@ async function watch(couponId) {
 async function loadCoupons() {
   const box = $('coupons');
   try {
-    const res = await fetch('/ui/coupons');
+    const res = await fetch('/ui/coupons', { headers: authHeaders() });
+    if (res.status === 401 || res.status === 403) throw new Error('enter a valid token above');
     const coupons = await res.json();
     if (coupons.length === 0) {
       box.innerHTML = '<p class="empty">no coupons yet</p>';
@@ -166,6 +174,14 @@ async function loadCoupons() {
     box.replaceChildren(p);
   }
 }
+
+$('token').value = sessionStorage.getItem(TOKEN_KEY) ?? '';
+$('token-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $('token').value.trim());
+  void loadCoupons();
+  if (current) void watch(current.couponId);
+});
 
 await loadCoupons();
 const fromHash = decodeURIComponent(location.hash.slice(1));
