@@ -26,6 +26,7 @@
   putting anything back on sale: its units were sold beyond the record, so returning them would create stock.
   The event still goes out; settlement knows the deduction was refused and settles nothing for it.
 ]]
+-- @include paused-for
 local shardKey = KEYS[1]
 local requestKey = KEYS[2]
 local userKey = KEYS[3]
@@ -43,11 +44,8 @@ local state = redis.call('HMGET', shardKey, 'avail', 'pz')
 if not state[1] then
   return { -4 }
 end
-if state[2] then
-  local t = redis.call('TIME')
-  local wait = tonumber(state[2]) - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-  if wait > 0 then return { -5, wait } end
-end
+local wait = pausedFor(state[2])
+if wait > 0 then return { -5, wait } end
 local recorded = redis.call('HMGET', requestKey, 'u', 'q', 'c', 'x')
 if not recorded[2] then
   return { 3 }

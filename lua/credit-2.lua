@@ -16,6 +16,7 @@
     {-4 }         the shard hash is missing
     {-5, waitMs } the coupon is paused for recovery (which settles this credit's fate); retry after waitMs
 ]]
+-- @include paused-for
 local shardKey = KEYS[1]
 local creditsKey = KEYS[2]
 local creditId = ARGV[1]
@@ -27,11 +28,8 @@ local state = redis.call('HMGET', shardKey, 'avail', 'pz')
 if not state[1] then
   return { -4 }
 end
-if state[2] then
-  local t = redis.call('TIME')
-  local wait = tonumber(state[2]) - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-  if wait > 0 then return { -5, wait } end
-end
+local wait = pausedFor(state[2])
+if wait > 0 then return { -5, wait } end
 if redis.call('ZSCORE', creditsKey, creditId) then
   return { 0, tonumber(redis.call('HGET', shardKey, 'avail')) }
 end

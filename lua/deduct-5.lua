@@ -34,6 +34,7 @@
                                        their units where they were (a live source's transit, which the sweeper
                                        lands later, or a lost source's stock, which it rebuilt): drop them
 ]]
+-- @include paused-for
 local shardKey = KEYS[1]
 local requestKey = KEYS[2]
 local userKey = KEYS[3]
@@ -54,12 +55,9 @@ local state = redis.call('HMGET', shardKey, 'avail', 'pz')
 if not state[1] then
   return { -4 }
 end
--- A recovery holds the coupon still while it measures and rebuilds it (server time: instances' clocks differ).
-if state[2] then
-  local t = redis.call('TIME')
-  local wait = tonumber(state[2]) - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-  if wait > 0 then return { -5, wait } end
-end
+-- A recovery holds the coupon still while it measures and rebuilds it.
+local wait = pausedFor(state[2])
+if wait > 0 then return { -5, wait } end
 
 -- Credits first: units moved here for this request must land even when it turns out to be a replay.
 if #ARGV >= 12 then

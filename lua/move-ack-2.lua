@@ -13,6 +13,7 @@
        the move stays recorded for whatever restores the shard)
    -5  the coupon is paused for recovery, which counts this move as it stands: acknowledge later
 ]]
+-- @include paused-for
 local shardKey = KEYS[1]
 local movesKey = KEYS[2]
 local moveId = ARGV[1]
@@ -25,10 +26,7 @@ local state = redis.call('HMGET', shardKey, 'avail', 'pz')
 if not state[1] then
   return -4
 end
-if state[2] then
-  local t = redis.call('TIME')
-  if tonumber(state[2]) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then return -5 end
-end
+if pausedFor(state[2]) > 0 then return -5 end
 local _, _, quantity = string.find(existing, '^[^|]*|([^|]*)|')
 redis.call('HINCRBY', shardKey, 'transit', -tonumber(quantity))
 redis.call('HDEL', movesKey, moveId)

@@ -18,6 +18,7 @@
    -4       the shard hash is missing
    -5       the coupon is paused for recovery: take nothing from here
 ]]
+-- @include paused-for
 local shardKey = KEYS[1]
 local movesKey = KEYS[2]
 local moveId = ARGV[1]
@@ -34,10 +35,7 @@ local state = redis.call('HMGET', shardKey, 'avail', 'pz')
 if not state[1] then
   return -4
 end
-if state[2] then
-  local t = redis.call('TIME')
-  if tonumber(state[2]) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then return -5 end
-end
+if pausedFor(state[2]) > 0 then return -5 end
 local avail = tonumber(state[1])
 local take = math.min(avail, want)
 if take <= 0 then

@@ -15,6 +15,7 @@
     { 1, avail, applied }  done; applied = units of delta actually added (negative when taken)
     {-6 }                  the pause lapsed or is not ours: nothing changed
 ]]
+-- @include paused-for
 local shardKey = KEYS[1]
 local creditsKey = KEYS[2]
 local token = ARGV[1]
@@ -23,8 +24,7 @@ local nowMs = tonumber(ARGV[3])
 
 local s = redis.call('HMGET', shardKey, 'avail', 'pz', 'pt')
 if not s[1] or s[3] ~= token then return { -6 } end
-local t = redis.call('TIME')
-if tonumber(s[2]) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then return { -6 } end
+if pausedFor(s[2]) == 0 then return { -6 } end
 
 local avail = tonumber(s[1])
 for i = 4, #ARGV - 1, 2 do

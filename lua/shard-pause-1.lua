@@ -16,6 +16,7 @@
     {-5, waitMs }               'new': another holder's pause is active
     {-6 }                       'extend': our pause lapsed or was replaced: what we read may have changed
 ]]
+-- @include paused-for
 local shardKey = KEYS[1]
 local token = ARGV[1]
 local holdMs = tonumber(ARGV[2])
@@ -26,8 +27,7 @@ if not s[1] then
   if mode == 'extend' then return { -6 } end
   return { 0 }
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = serverNowMs()
 local active = s[4] and tonumber(s[4]) > now
 if mode == 'extend' then
   if not active or s[5] ~= token then return { -6 } end

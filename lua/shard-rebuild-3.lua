@@ -21,6 +21,7 @@
     2  already created by this token (a repeated call): nothing changed
     0  the shard exists and is not ours: nothing changed
 ]]
+-- @include paused-for
 local shardKey = KEYS[1]
 local outboxKey = KEYS[2]
 local creditsKey = KEYS[3]
@@ -31,8 +32,7 @@ if redis.call('EXISTS', shardKey) == 1 then
   if redis.call('HGET', shardKey, 'pt') == token then return 2 end
   return 0
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = serverNowMs()
 redis.call('HSET', shardKey, 'avail', ARGV[3], 'transit', 0, 'net', ARGV[4], 'pz', now + holdMs, 'pt', token, 'rb', ARGV[6], 'ep', token)
 pcall(redis.call, 'XGROUP', 'CREATE', outboxKey, ARGV[5], '0', 'MKSTREAM')
 for i = 7, #ARGV do

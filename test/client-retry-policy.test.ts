@@ -1,22 +1,9 @@
 // The client's retry decision without a server: which failures are retried, how long the client waits, and
 // when it gives up (the rules test/client.test.ts exercises against real instances).
+import { status as S } from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { backoffMs, DEFAULT_RETRY_POLICY as P, decideRetry, isRetryable, parseRetryAfter } from '../src/client/retry-policy.js';
 
-const S = {
-  OK: 0,
-  CANCELLED: 1,
-  UNKNOWN: 2,
-  INVALID_ARGUMENT: 3,
-  DEADLINE_EXCEEDED: 4,
-  NOT_FOUND: 5,
-  RESOURCE_EXHAUSTED: 8,
-  FAILED_PRECONDITION: 9,
-  ABORTED: 10,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-  UNAUTHENTICATED: 16,
-};
 const fail = (code: number, retryAfterMs?: number, attemptTimedOut = false) => ({ code, retryAfterMs, attemptTimedOut });
 
 describe('which failures are retried', () => {

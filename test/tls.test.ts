@@ -10,79 +10,24 @@ import * as grpc from '@grpc/grpc-js';
 import { createInventoryClient } from '../src/client/grpc-client.js';
 import { openOrm } from '../src/db/orm.js';
 import { DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { certDir, type CertDir } from './support/certs.js';
 import { startTestApp, TEST_DB_URL, uniqueId, type TestApp } from './support/harness.js';
 import { freePort } from './support/ports.js';
 
-let dir: string;
-const file = (name: string) => join(dir, name);
+let certs: CertDir;
+const file = (name: string) => certs.file(name);
 const pem = (name: string) => readFileSync(file(name));
-const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-
-/** A key and a certificate for `cn`, signed by `ca` (with IP and DNS names for loopback). */
-function issue(cn: string, ca: string): void {
-  openssl(
-    'req',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    `${cn}.key`,
-    '-out',
-    `${cn}.csr`,
-    '-subj',
-    `/CN=${cn}`,
-  );
-  writeFileSync(file(`${cn}.ext`), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
-  openssl(
-    'x509',
-    '-req',
-    '-in',
-    `${cn}.csr`,
-    '-CA',
-    `${ca}.crt`,
-    '-CAkey',
-    `${ca}.key`,
-    '-CAcreateserial',
-    '-out',
-    `${cn}.crt`,
-    '-days',
-    '1',
-    '-extfile',
-    `${cn}.ext`,
-  );
-}
-
-function authority(name: string): void {
-  openssl(
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    `${name}.key`,
-    '-out',
-    `${name}.crt`,
-    '-days',
-    '1',
-    '-subj',
-    `/CN=${name}`,
-  );
-}
+const issue = (cn: string, ca: string) => certs.issue(cn, ca);
 
 beforeAll(() => {
-  dir = mkdtempSync(join(tmpdir(), 'shardstock-tls-'));
-  authority('ca');
-  authority('other-ca');
+  certs = certDir();
+  certs.authority('ca');
+  certs.authority('other-ca');
   issue('server', 'ca');
   issue('client', 'ca');
   issue('stranger', 'other-ca');
 });
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+afterAll(() => certs.remove());
 
 const codeOf = (p: Promise<unknown>) =>
   p.then(

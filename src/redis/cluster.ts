@@ -21,9 +21,17 @@ export function luaScripts(): Map<string, { numberOfKeys: number; lua: string }>
     const m = /^([a-z-]+)-(\d+)\.lua$/.exec(file);
     if (!m) continue;
     const name = m[1]!.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
-    scripts.set(name, { numberOfKeys: Number(m[2]), lua: readFileSync(new URL(file, LUA_DIR), 'utf8') });
+    scripts.set(name, { numberOfKeys: Number(m[2]), lua: withIncludes(readFileSync(new URL(file, LUA_DIR), 'utf8')) });
   }
   return scripts;
+}
+
+/** Replaces each `-- @include <name>` line with lua/includes/<name>.lua: Lua shared by several scripts lives
+ * once, as BullMQ's includes do (a script sent to Redis must be one self-contained text). */
+function withIncludes(lua: string): string {
+  return lua.replace(/^-- @include ([a-z-]+)$/gm, (_, name: string) =>
+    readFileSync(new URL(`includes/${name}.lua`, LUA_DIR), 'utf8').trimEnd(),
+  );
 }
 
 export function connectCluster(options: RedisClusterOptions): Cluster {
