@@ -125,7 +125,7 @@ export interface CouponRepository {
 
 /** Cross-instance signals over NATS core (fire-and-forget; every instance also re-checks on its own). */
 export interface StockSignals {
-  /** Units came back (Restock, Compensate, a refund): every instance drops its sold-out flag for the coupon. */
+  /** Units came back (Restock, Compensate): every instance drops its sold-out flag for the coupon. */
   stockReturned(couponId: string): void;
   onStockReturned(listener: (couponId: string) => void): () => void;
 }

@@ -1,6 +1,6 @@
 // Once a coupon is exhausted, Deduct answers SOLD_OUT from memory. The flag can only make this instance
 // refuse, never deduct; it is dropped when any instance signals returned stock (Restock, Compensate, a
-// refund) and expires after a short TTL in case such a signal was missed. When it expires, ONE caller goes
+// recovery that put units back) and expires after a short TTL in case such a signal was missed. When it expires, ONE caller goes
 // to Redis to look again while the others keep refusing for a short grace: without that, every call in
 // flight probed all shards at once each time the flag lapsed.
 import type { StockSignals } from './ports.js';

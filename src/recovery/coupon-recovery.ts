@@ -12,7 +12,15 @@
 import { randomUUID } from 'node:crypto';
 import type { RecoveryRepository } from '../db/recovery-repository.js';
 import { notFound } from '../domain/errors.js';
-import type { Coupon, CouponRecovery, CouponRepository, RecoveryOutcome, RecoveryReport, StockStore } from '../domain/ports.js';
+import type {
+  Coupon,
+  CouponRecovery,
+  CouponRepository,
+  RecoveryOutcome,
+  RecoveryReport,
+  StockSignals,
+  StockStore,
+} from '../domain/ports.js';
 import { allShards, claimShard, homeShard, shardRef, splitEvenly } from '../domain/routing.js';
 import { PauseLost, type RedisRecoveryStore, type RestoredRecord } from '../redis/recovery-store.js';
 import { eventId } from '../settlement/event.js';
@@ -66,6 +74,8 @@ export class CouponRecoveryService implements CouponRecovery {
       stock: Pick<StockStore, 'pendingMoves' | 'initShard'>;
       inFlight: InFlight;
       ledger: Pick<LedgerStore, 'reconcileView'>;
+      /** Told when units went (back) on sale: instances drop their sold-out flags. */
+      signals?: Pick<StockSignals, 'stockReturned'> | undefined;
       log?: Logger | undefined;
     },
     private readonly options: CouponRecoveryOptions,
@@ -217,6 +227,7 @@ export class CouponRecoveryService implements CouponRecovery {
       this.stats.restoredUnits += restored;
       this.stats.restoredRecords += restoredRecords;
       this.stats.lastPausedMs = report.pausedMs;
+      if (loaded + restored > 0) this.d.signals?.stockReturned(couponId);
       this.d.log?.warn({ ...report, reason }, 'recovery: coupon brought back within its bound');
       return { kind: 'done', report };
     } finally {

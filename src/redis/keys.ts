@@ -18,7 +18,7 @@ export interface ShardKeys {
   outbox: string;
   /** hash moveId -> "target|quantity|startedMs": fallback moves that left this shard and have not been acknowledged */
   moves: string;
-  /** sorted set of credit ids (moves in, restocks, anomaly refunds) applied here, scored by time: makes credits idempotent */
+  /** sorted set of credit ids (moves in, restocks) applied here, scored by time: makes credits idempotent */
   credits: string;
   /** string: touched (at `replica` ack level) by an answer that vouches for an earlier write without writing
    *  itself (a replay, ALREADY_COMPENSATED), so that the WAIT after it covers that write (stock-store.ts) */

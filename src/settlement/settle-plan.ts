@@ -34,7 +34,7 @@ export interface Plan<T> {
   held: Planned<T>[];
   /** Compensations whose deduction has not settled yet. */
   waiting: Planned<T>[];
-  /** Compensations of a refused deduction: nothing to settle (the refund and the compensation cancel out in Redis). */
+  /** Compensations of a refused deduction: nothing to settle (MySQL never applied the deduction, and Compensate put nothing back on sale). */
   ofRefused: Planned<T>[];
 }
 

@@ -76,6 +76,7 @@ export class Settlement {
         stock: d.stock,
         inFlight: this.inFlight,
         ledger: this.ledger,
+        signals: d.signals,
         log: d.log,
       },
       { instanceId: d.config.instanceId, idempotencyWindowS: d.config.idempotencyWindowS },

@@ -190,7 +190,7 @@ export class Settler {
     // When deductions are held, the acks must have reached the server before counting what is in flight.
     await this.ack(done, held.length > 0);
     this.account(plan.apply, plan.duplicates.length, plan.ofRefused.length);
-    for (const i of r.refused) await this.refundOrRetry(coupon, i);
+    for (const i of r.refused) await this.refuseOrRetry(coupon, i);
 
     for (const i of plan.waiting) this.defer(i);
     if (held.length === 0) return;
@@ -210,7 +210,7 @@ export class Settler {
     this.d.stats.optimisticRetries += again.retries;
     await this.ack([...again.plan.apply, ...again.plan.duplicates, ...again.plan.ofRefused], false);
     this.account(again.plan.apply, again.plan.duplicates.length, again.plan.ofRefused.length);
-    for (const i of again.refused) await this.refundOrRetry(again.coupon ?? coupon, i);
+    for (const i of again.refused) await this.refuseOrRetry(again.coupon ?? coupon, i);
   }
 
   private account(applied: Item[], duplicates: number, ofRefused: number): void {
@@ -242,7 +242,7 @@ export class Settler {
     i.ref.nak(backoff(n));
   }
 
-  private async refundOrRetry(coupon: Coupon, i: Item): Promise<void> {
+  private async refuseOrRetry(coupon: Coupon, i: Item): Promise<void> {
     try {
       await this.refuse(coupon, i);
     } catch (err) {
