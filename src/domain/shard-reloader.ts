@@ -3,6 +3,7 @@
 // at one moment (CouponRecovery pauses the coupon for that). Calls for the same coupon on this instance share
 // one recovery; when another instance's recovery is in progress, the call waits a moment and returns so its
 // caller tries again (a recovery takes tens of milliseconds; callers' loops bound how long they keep trying).
+import { DomainError, unavailable } from './errors.js';
 import type { Coupon, CouponRecovery } from './ports.js';
 
 export class ShardReloader {
@@ -23,7 +24,12 @@ export class ShardReloader {
   }
 
   private async load(coupon: Coupon, index: number): Promise<void> {
-    const r = await this.recovery.recover(coupon.id, `shard ${index} found missing`);
+    const r = await this.recovery.recover(coupon.id, `shard ${index} found missing`).catch((err: unknown) => {
+      // Whatever failed (Redis, JetStream, MySQL), the caller may retry with the same request id.
+      throw err instanceof DomainError
+        ? err
+        : unavailable(`coupon ${coupon.id} could not be recovered yet; retry with the same request_id`, err);
+    });
     if (r.kind === 'busy') {
       await new Promise((resolve) => setTimeout(resolve, Math.min(r.retryAfterMs, 200)));
       return;

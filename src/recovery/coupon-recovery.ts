@@ -18,6 +18,7 @@ import type {
   CouponRepository,
   RecoveryOutcome,
   RecoveryReport,
+  ShardRef,
   StockSignals,
   StockStore,
 } from '../domain/ports.js';
@@ -105,6 +106,7 @@ export class CouponRecoveryService implements CouponRecovery {
     const started = Date.now();
     const shards = allShards(coupon);
     let completed = false;
+    let keepAlive: ReturnType<typeof setInterval> | undefined;
     try {
       const paused = await Promise.all(shards.map((s) => this.d.store.pause(s, token, this.holdMs, 'new')));
       const busy = paused.find((p) => p.kind === 'busy');
@@ -172,6 +174,8 @@ export class CouponRecoveryService implements CouponRecovery {
         if (p.kind !== 'paused') throw new PauseLost(`the pause on shard ${s.index} of coupon ${couponId} lapsed while it was read`);
       }
 
+      // Restoring many records can outlast one hold: keep the pause and the lease alive until resume.
+      keepAlive = this.keepAlive(couponId, token, [...live.map((s) => shards[s.index]!), ...plan.rebuild.map((r) => shards[r.index]!)]);
       let restoredRecords = 0;
       let restoredUsers = 0;
       for (const r of plan.rebuild) await this.d.store.rebuild(shards[r.index]!, token, this.holdMs, r.available, r.net, restockIds);
@@ -231,9 +235,28 @@ export class CouponRecoveryService implements CouponRecovery {
       this.d.log?.warn({ ...report, reason }, 'recovery: coupon brought back within its bound');
       return { kind: 'done', report };
     } finally {
+      if (keepAlive) clearInterval(keepAlive);
       await Promise.all(shards.map((s) => this.d.store.resume(s, token).catch(() => false)));
       await this.d.recoveryRepo.releaseLease(couponId, token, completed);
     }
+  }
+
+  private keepAlive(couponId: string, token: string, held: ShardRef[]): ReturnType<typeof setInterval> {
+    return setInterval(
+      () => {
+        void Promise.all([
+          this.d.recoveryRepo.acquireLease(couponId, token, this.holdMs + 5000),
+          ...held.map((s) => this.d.store.pause(s, token, this.holdMs, 'extend')),
+        ]).then(
+          ([, ...pauses]) => {
+            if (pauses.some((p) => p.kind !== 'paused'))
+              this.d.log?.error({ couponId }, 'recovery: a pause lapsed while the coupon was being rebuilt');
+          },
+          (err) => this.d.log?.warn({ couponId, err: (err as Error)?.message }, 'recovery: could not extend the pause'),
+        );
+      },
+      Math.max(100, Math.floor(this.holdMs / 3)),
+    );
   }
 
   /** Request records, user counts and claims of the rebuilt shards, from the ledger and the events in flight. */
