@@ -15,6 +15,9 @@ import type { CouponRepository, StockStore } from '../domain/ports.js';
 import { ShardReloader } from '../domain/shard-reloader.js';
 import { SoldOutCache } from '../domain/sold-out-cache.js';
 import { NatsStockSignals } from '../nats/stock-signals.js';
+import { NatsSaleSignals } from '../nats/sale-signals.js';
+import { MikroSaleRepository } from '../db/sale-repository.js';
+import { SaleControl } from '../domain/sale.js';
 import { connectCluster } from '../redis/cluster.js';
 import { ReplicaAck } from '../redis/replica-ack.js';
 import { FailoverFence } from '../redis/failover-fence.js';
@@ -70,7 +73,13 @@ export interface App {
   changes: ChangeAnnouncer;
   lowStock: LowStockDetector;
   settlement: Settlement;
+  sale: SaleControl;
   close(): Promise<void>;
+}
+
+export interface AppOptions {
+  /** The clock sale windows are judged by (ms since epoch); tests pass one they control. */
+  now?: (() => number) | undefined;
 }
 
 async function waitReady(redis: Cluster, timeoutMs: number): Promise<void> {
@@ -84,7 +93,8 @@ async function waitReady(redis: Cluster, timeoutMs: number): Promise<void> {
   });
 }
 
-export async function startApp(config: Readonly<Config>, logger?: Logger): Promise<App> {
+export async function startApp(config: Readonly<Config>, logger?: Logger, options: AppOptions = {}): Promise<App> {
+  const now = options.now ?? Date.now;
   const log = logger ?? createLogger(config.logLevel, { instance: config.instanceId });
   const redis = connectCluster({
     nodes: config.redisNodes,
@@ -159,8 +169,11 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     defaultShards: config.defaultShards,
     changes,
     topology: { slotOwners: () => redis.slots },
+    now,
   });
-  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes);
+  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes, now);
+  const saleSignals = new NatsSaleSignals(nats, config.namespace);
+  const sale = new SaleControl({ repo: guardErrors(new MikroSaleRepository(orm), 'the database'), catalog, signals: saleSignals, changes });
   const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);
   const sweeper = new MoveSweeper(guardedStore, reloader);
   const watch = new WatchService({
@@ -170,7 +183,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     floorMs: config.watchMinIntervalMs,
     onError,
   });
-  const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler });
+  const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler, sale });
 
   // Failures are logged by the instrumented handlers, with the call's request ids; not twice.
   const onUnexpected = () => {};
@@ -271,6 +284,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
       await Promise.all(workers.map((w) => w.stop()));
       await settlement.stop();
       signals.close();
+      saleSignals.close();
       changes.close();
       await nats.drain().catch(() => nats.close());
       fence?.stop();
@@ -302,6 +316,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     changes,
     lowStock,
     settlement,
+    sale,
     close,
   };
 }

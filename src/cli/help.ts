@@ -28,11 +28,14 @@ For production see deploy/ and docs/operations.md.
 
 ${COMMON_HELP}`;
 
-export const COUPON_SUMMARY = 'create a coupon, read its stock level, restock it';
+export const COUPON_SUMMARY = 'create a coupon, read its stock level, restock it, set its sale window, pause or resume it';
 export const COUPON_HELP = `Usage:
   shardstock coupon create <coupon-id> --stock N [--shards S] [--per-user-limit L]
   shardstock coupon get <coupon-id> [--shards]
   shardstock coupon restock <coupon-id> --quantity N [--request-id ID]
+  shardstock coupon window <coupon-id> [--starts-at TIME] [--ends-at TIME] [--reason TEXT]
+  shardstock coupon pause <coupon-id> [--reason TEXT]
+  shardstock coupon resume <coupon-id> [--reason TEXT]
 
 create   defines a coupon and preheats its shards; repeating the same definition is a no-op,
          a different one fails with ALREADY_EXISTS. --shards 0 (default) = the server's default.
@@ -40,6 +43,10 @@ get      the current level: Redis shards, MySQL settled remaining, what is still
          --shards adds one row per shard.
 restock  adds N units. Idempotent by request id: a random one is made and printed when not given;
          re-run with --request-id <that id> after a timeout to retry without adding twice.
+window   sets when the sale opens (--starts-at, inclusive) and closes (--ends-at, exclusive); TIME is
+         ISO 8601 (2030-01-01T10:00:00Z); a missing end is unbounded. create takes both too.
+pause    kill switch: every instance answers Deduct with sale_paused, without touching Redis;
+         Compensate still works. resume lifts it. Each change is a ledger row (SALE_*).
 
 ${COMMON_HELP}`;
 

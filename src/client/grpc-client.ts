@@ -12,6 +12,12 @@ import {
   ReconcileRequestSchema,
   RestockRequestSchema,
   WatchStockRequestSchema,
+  PauseSaleRequestSchema,
+  ResumeSaleRequestSchema,
+  SetSaleWindowRequestSchema,
+  type PauseSaleResponse,
+  type ResumeSaleResponse,
+  type SetSaleWindowResponse,
   type CompensateResponse,
   type CreateCouponResponse,
   type DeductResponse,
@@ -38,6 +44,9 @@ export interface InventoryClient {
   compensate(req: Init<typeof CompensateRequestSchema>, o?: CallOptions): Promise<CompensateResponse>;
   reconcile(req: Init<typeof ReconcileRequestSchema>, o?: CallOptions): Promise<ReconcileResponse>;
   watchStock(req: Init<typeof WatchStockRequestSchema>, o?: CallOptions): AsyncIterable<WatchStockResponse>;
+  setSaleWindow(req: Init<typeof SetSaleWindowRequestSchema>, o?: CallOptions): Promise<SetSaleWindowResponse>;
+  pauseSale(req: Init<typeof PauseSaleRequestSchema>, o?: CallOptions): Promise<PauseSaleResponse>;
+  resumeSale(req: Init<typeof ResumeSaleRequestSchema>, o?: CallOptions): Promise<ResumeSaleResponse>;
   close(): void;
   raw: grpc.Client;
 }
@@ -95,6 +104,9 @@ export function createInventoryClient(
     deduct: unary('deduct', DeductRequestSchema),
     compensate: unary('compensate', CompensateRequestSchema),
     reconcile: unary('reconcile', ReconcileRequestSchema),
+    setSaleWindow: unary('setSaleWindow', SetSaleWindowRequestSchema),
+    pauseSale: unary('pauseSale', PauseSaleRequestSchema),
+    resumeSale: unary('resumeSale', ResumeSaleRequestSchema),
     watchStock(req, o) {
       const call = raw.watchStock!.call(
         raw,

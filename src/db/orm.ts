@@ -6,6 +6,7 @@ import { Migrator } from '@mikro-orm/migrations';
 import { entities } from './entities.js';
 import { M001Initial } from './migrations/m001-initial.js';
 import { M002Recovery } from './migrations/m002-recovery.js';
+import { M004Sale } from './migrations/m004-sale.js';
 
 export interface OrmOptions {
   url: string;
@@ -42,6 +43,7 @@ export async function openOrm(options: OrmOptions): Promise<MikroORM> {
       migrationsList: [
         { name: 'm001-initial', class: M001Initial },
         { name: 'm002-recovery', class: M002Recovery },
+        { name: 'm004-sale', class: M004Sale },
       ],
       transactional: false,
       snapshot: false,

@@ -10,8 +10,17 @@ import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
 import { allShards, claimShard, homeShard, shardRef } from './routing.js';
 import * as v from './validate.js';
+import { saleStatus } from './sale.js';
 
-export type DeductOutcome = 'deducted' | 'sold_out' | 'insufficient' | 'user_limit_exceeded';
+export type DeductOutcome =
+  | 'deducted'
+  | 'sold_out'
+  | 'insufficient'
+  | 'user_limit_exceeded'
+  /** Refused from the catalog, Redis untouched (src/domain/sale.ts). */
+  | 'not_started'
+  | 'ended'
+  | 'sale_paused';
 
 export interface DeductInput {
   couponId: string;
@@ -55,6 +64,8 @@ export class DeductService {
     private readonly maxQuantity: number,
     private readonly onError: (what: string, err: unknown) => void = () => {},
     private readonly changes?: StockChanges,
+    /** The clock sale windows are judged by (ms since epoch); tests pass their own. */
+    private readonly now: () => number = Date.now,
   ) {}
 
   async deduct(input: DeductInput, signal?: AbortSignal): Promise<DeductResult> {
@@ -65,6 +76,14 @@ export class DeductService {
     const coupon = await this.catalog.get(couponId);
     const limit = coupon.perUserLimit;
     if (limit > 0 && userId === '') throw invalid('user_id', `is required: coupon ${couponId} has a per-user limit of ${limit}`);
+    const sale = saleStatus(coupon.sale, this.now());
+    if (sale !== 'open')
+      return {
+        outcome: sale === 'paused' ? 'sale_paused' : sale,
+        replayed: false,
+        remaining: 0,
+        shard: homeShard(coupon, requestId, userId),
+      };
     if (limit > 0 && quantity > limit)
       return { outcome: 'user_limit_exceeded', replayed: false, remaining: 0, shard: homeShard(coupon, requestId, userId) };
 

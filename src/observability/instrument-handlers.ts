@@ -18,6 +18,9 @@ const DEDUCT_NAMES: Record<number, string> = {
   [DeductOutcome.SOLD_OUT]: 'sold_out',
   [DeductOutcome.INSUFFICIENT]: 'insufficient',
   [DeductOutcome.USER_LIMIT_EXCEEDED]: 'user_limit_exceeded',
+  [DeductOutcome.NOT_STARTED]: 'not_started',
+  [DeductOutcome.ENDED]: 'ended',
+  [DeductOutcome.SALE_PAUSED]: 'sale_paused',
 };
 
 const COMPENSATE_NAMES: Record<number, string> = {
@@ -121,6 +124,17 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
       (r) => COMPENSATE_NAMES[r.outcome] ?? 'unknown',
     ),
     reconcile: unary('Reconcile', (req, ctx) => h.reconcile(req, ctx)),
+    setSaleWindow: unary('SetSaleWindow', (req, ctx) => h.setSaleWindow(req, ctx)),
+    pauseSale: unary(
+      'PauseSale',
+      (req, ctx) => h.pauseSale(req, ctx),
+      (r) => (r.changed ? 'ok' : 'unchanged'),
+    ),
+    resumeSale: unary(
+      'ResumeSale',
+      (req, ctx) => h.resumeSale(req, ctx),
+      (r) => (r.changed ? 'ok' : 'unchanged'),
+    ),
 
     async *watchStock(req, ctx) {
       const method = 'WatchStock';

@@ -61,6 +61,15 @@ function setStatus(text, cls) {
   el.className = `status ${cls ?? ''}`;
 }
 
+/** The sale's status as a badge when it is not open (paused, not started, ended) and its window in the footer. */
+function renderSale(sale) {
+  const status = (sale?.status ?? 'SALE_STATUS_OPEN').replace('SALE_STATUS_', '').replace('_', ' ');
+  $('sale').hidden = status === 'OPEN';
+  $('sale').textContent = `SALE ${status}`;
+  const at = (t) => (t ? new Date(t).toLocaleString() : null);
+  $('sale-window').textContent = `${status.toLowerCase()} · ${at(sale?.startsAt) ?? 'open'} – ${at(sale?.endsAt) ?? 'no end'}`;
+}
+
 function render(level) {
   const total = num(level.totalStock);
   const available = num(level.available);
@@ -72,6 +81,7 @@ function render(level) {
   $('settled').textContent = fmt.format(settled);
   $('pending').textContent = fmt.format(num(level.pendingSettlement));
   $('sold-out').hidden = !level.soldOut;
+  renderSale(level.sale);
   $('bar-deducted').style.width = `${total ? Math.min(100, (deducted / total) * 100) : 0}%`;
   $('bar-settled').style.width = `${total ? Math.min(100, (settled / total) * 100) : 0}%`;
   $('updates').textContent = String(++updates);
