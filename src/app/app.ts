@@ -46,6 +46,9 @@ import { uiRoutes } from '../ui/ui-routes.js';
 import { ChangeAnnouncer } from '../watch/change-announcer.js';
 import { LevelBus } from '../watch/level-bus.js';
 import { LowStockDetector } from '../watch/low-stock.js';
+import { StockEventDetector } from '../watch/stock-events.js';
+import { RedisStockEventMarks } from '../redis/sold-out-marks.js';
+import { allShards } from '../domain/routing.js';
 import { WatchService } from '../watch/watch-service.js';
 
 export interface App {
@@ -72,6 +75,7 @@ export interface App {
   levels: LevelBus;
   changes: ChangeAnnouncer;
   lowStock: LowStockDetector;
+  stockEvents: StockEventDetector;
   settlement: Settlement;
   sale: SaleControl;
   close(): Promise<void>;
@@ -150,9 +154,22 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     overrides: config.lowStockOverrides,
     onError,
   });
-  const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) =>
-    lowStock.check(id, returned),
-  );
+  // Sold-out / back-in-stock events; `admin` is built below (the level reads happen only after announcements).
+  const stockEvents = new StockEventDetector({
+    probeAvailable: async (id) =>
+      (await guardedStore.probe(allShards(await catalog.get(id)))).reduce((sum, s) => sum + (s.available ?? 0) + s.inTransit, 0),
+    exactLevel: (id) => admin.level(id, false),
+    marks: new RedisStockEventMarks(redis, config.namespace),
+    publish: (event) => {
+      levels.publishStockEvent(event);
+      log.info(event, event.kind === 'sold_out' ? 'sold out' : 'back in stock');
+    },
+    onError,
+  });
+  const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) => {
+    lowStock.check(id, returned);
+    stockEvents.check(id, returned);
+  });
 
   // Settlement (outbox -> JetStream -> MySQL): its in-flight count also tells a shard reload what is still on its way.
   const settlement = new Settlement({ config, redis, nats, orm, signals, stock: guardedStore, replicaAck, log });
@@ -315,6 +332,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     levels,
     changes,
     lowStock,
+    stockEvents,
     settlement,
     sale,
     close,
