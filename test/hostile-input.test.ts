@@ -68,6 +68,11 @@ const FIELDS = [
   'include_shards',
   'starts_at',
   'ends_at',
+  'page_token',
+  'page_size',
+  'since',
+  'until',
+  'kinds',
 ];
 const NAMES_A_FIELD = new RegExp(`^(${FIELDS.join('|')}|request): `);
 

@@ -59,6 +59,9 @@ export function baselineHandlers(store: BaselineStore): InventoryHandlers {
     setSaleWindow: unimplemented('SetSaleWindow'),
     pauseSale: unimplemented('PauseSale'),
     resumeSale: unimplemented('ResumeSale'),
+    getDeduction: unimplemented('GetDeduction'),
+    listLedger: unimplemented('ListLedger'),
+    listAnomalies: unimplemented('ListAnomalies'),
     // biome-ignore lint/correctness/useYield: a stream that refuses before its first message
     async *watchStock() {
       throw new DomainError('unimplemented', 'WatchStock is not part of this baseline');

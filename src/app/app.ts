@@ -18,6 +18,9 @@ import { NatsStockSignals } from '../nats/stock-signals.js';
 import { NatsSaleSignals } from '../nats/sale-signals.js';
 import { MikroSaleRepository } from '../db/sale-repository.js';
 import { SaleControl } from '../domain/sale.js';
+import { AuditService } from '../audit/audit-service.js';
+import { MikroAuditRecords } from '../db/audit-repository.js';
+import { RedisRequestRecords } from '../redis/request-record.js';
 import { connectCluster } from '../redis/cluster.js';
 import { ReplicaAck } from '../redis/replica-ack.js';
 import { FailoverFence } from '../redis/failover-fence.js';
@@ -200,7 +203,14 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     floorMs: config.watchMinIntervalMs,
     onError,
   });
-  const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler, sale });
+  const audit = new AuditService({
+    coupon: (id) => catalog.get(id),
+    records: guardErrors(new MikroAuditRecords(orm), 'the database'),
+    requests: guardErrors(new RedisRequestRecords(redis, config.namespace), 'Redis'),
+    inFlight: (coupon) => settlement.inFlight.snapshot(coupon),
+    now,
+  });
+  const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler, sale, audit });
 
   // Failures are logged by the instrumented handlers, with the call's request ids; not twice.
   const onUnexpected = () => {};

@@ -102,6 +102,22 @@ Exit 0 when consistent, 3 when not (see docs/operations.md, "Drift").
 
 ${COMMON_HELP}`;
 
+export const AUDIT_SUMMARY = "what happened to a request, a coupon's ledger, the anomalies (admin)";
+export const AUDIT_HELP = `Usage:
+  shardstock audit deduction <coupon-id> <request-id>
+  shardstock audit ledger <coupon-id> [--kind K[,K…]] [--user U] [--since TIME] [--until TIME] [--page-size N] [--page-token T] [--all]
+  shardstock audit anomalies [<coupon-id>] [--page-size N] [--page-token T] [--all]
+
+deduction  where one request stands: its Redis record (kept for the idempotency window), events still in
+           flight (outbox, JetStream), its ledger rows and anomalies, and one state: none, deducted,
+           compensated or refused (oversold, an anomaly).
+ledger     the coupon's ledger rows, oldest first: kinds deduct, compensate, restock, repair, sale_window,
+           sale_pause, sale_resume; occurred_at in [--since, --until). One page (default 100 rows) unless --all.
+anomalies  events MySQL refused, for one coupon or all.
+Admin role (SHARDSTOCK_CLI_TOKEN with an admin token).
+
+${COMMON_HELP}`;
+
 export const BENCH_SUMMARY = 'run the benchmark (arguments passed through)';
 export const BENCH_HELP = `Usage:
   shardstock bench [benchmark arguments...]

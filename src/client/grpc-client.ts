@@ -15,6 +15,12 @@ import {
   PauseSaleRequestSchema,
   ResumeSaleRequestSchema,
   SetSaleWindowRequestSchema,
+  GetDeductionRequestSchema,
+  ListAnomaliesRequestSchema,
+  ListLedgerRequestSchema,
+  type GetDeductionResponse,
+  type ListAnomaliesResponse,
+  type ListLedgerResponse,
   type PauseSaleResponse,
   type ResumeSaleResponse,
   type SetSaleWindowResponse,
@@ -47,6 +53,9 @@ export interface InventoryClient {
   setSaleWindow(req: Init<typeof SetSaleWindowRequestSchema>, o?: CallOptions): Promise<SetSaleWindowResponse>;
   pauseSale(req: Init<typeof PauseSaleRequestSchema>, o?: CallOptions): Promise<PauseSaleResponse>;
   resumeSale(req: Init<typeof ResumeSaleRequestSchema>, o?: CallOptions): Promise<ResumeSaleResponse>;
+  getDeduction(req: Init<typeof GetDeductionRequestSchema>, o?: CallOptions): Promise<GetDeductionResponse>;
+  listLedger(req: Init<typeof ListLedgerRequestSchema>, o?: CallOptions): Promise<ListLedgerResponse>;
+  listAnomalies(req: Init<typeof ListAnomaliesRequestSchema>, o?: CallOptions): Promise<ListAnomaliesResponse>;
   close(): void;
   raw: grpc.Client;
 }
@@ -107,6 +116,9 @@ export function createInventoryClient(
     setSaleWindow: unary('setSaleWindow', SetSaleWindowRequestSchema),
     pauseSale: unary('pauseSale', PauseSaleRequestSchema),
     resumeSale: unary('resumeSale', ResumeSaleRequestSchema),
+    getDeduction: unary('getDeduction', GetDeductionRequestSchema),
+    listLedger: unary('listLedger', ListLedgerRequestSchema),
+    listAnomalies: unary('listAnomalies', ListAnomaliesRequestSchema),
     watchStock(req, o) {
       const call = raw.watchStock!.call(
         raw,

@@ -125,6 +125,9 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
     ),
     reconcile: unary('Reconcile', (req, ctx) => h.reconcile(req, ctx)),
     setSaleWindow: unary('SetSaleWindow', (req, ctx) => h.setSaleWindow(req, ctx)),
+    getDeduction: unary('GetDeduction', (req, ctx) => h.getDeduction(req, ctx)),
+    listLedger: unary('ListLedger', (req, ctx) => h.listLedger(req, ctx)),
+    listAnomalies: unary('ListAnomalies', (req, ctx) => h.listAnomalies(req, ctx)),
     pauseSale: unary(
       'PauseSale',
       (req, ctx) => h.pauseSale(req, ctx),

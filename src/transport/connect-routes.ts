@@ -46,6 +46,9 @@ export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRou
     setSaleWindow: (req, ctx) => call('SetSaleWindow', ctx, () => handlers.setSaleWindow(req, callContext(ctx))),
     pauseSale: (req, ctx) => call('PauseSale', ctx, () => handlers.pauseSale(req, callContext(ctx))),
     resumeSale: (req, ctx) => call('ResumeSale', ctx, () => handlers.resumeSale(req, callContext(ctx))),
+    getDeduction: (req, ctx) => call('GetDeduction', ctx, () => handlers.getDeduction(req, callContext(ctx))),
+    listLedger: (req, ctx) => call('ListLedger', ctx, () => handlers.listLedger(req, callContext(ctx))),
+    listAnomalies: (req, ctx) => call('ListAnomalies', ctx, () => handlers.listAnomalies(req, callContext(ctx))),
     async *watchStock(req, ctx) {
       let release: (() => void) | undefined;
       try {

@@ -38,7 +38,17 @@ import {
   type ResumeSaleResponse,
   type SetSaleWindowRequest,
   type SetSaleWindowResponse,
+  ListAnomaliesResponseSchema,
+  ListLedgerResponseSchema,
+  type GetDeductionRequest,
+  type GetDeductionResponse,
+  type ListAnomaliesRequest,
+  type ListAnomaliesResponse,
+  type ListLedgerRequest,
+  type ListLedgerResponse,
 } from '../gen/inventory/v1/inventory_pb.js';
+import type { AuditService } from '../audit/audit-service.js';
+import { anomalyMessage, deductionMessage, ledgerEntryMessage, ledgerKinds } from './audit-messages.js';
 import { saleView, type CouponAdmin, type StockLevel } from '../domain/admin.js';
 import type { SaleControl } from '../domain/sale.js';
 import type { SaleSettings } from '../domain/ports.js';
@@ -66,6 +76,9 @@ export interface InventoryHandlers {
   setSaleWindow(req: SetSaleWindowRequest, ctx: CallContext): Promise<SetSaleWindowResponse>;
   pauseSale(req: PauseSaleRequest, ctx: CallContext): Promise<PauseSaleResponse>;
   resumeSale(req: ResumeSaleRequest, ctx: CallContext): Promise<ResumeSaleResponse>;
+  getDeduction(req: GetDeductionRequest, ctx: CallContext): Promise<GetDeductionResponse>;
+  listLedger(req: ListLedgerRequest, ctx: CallContext): Promise<ListLedgerResponse>;
+  listAnomalies(req: ListAnomaliesRequest, ctx: CallContext): Promise<ListAnomaliesResponse>;
 }
 
 export interface HandlerDeps {
@@ -75,6 +88,7 @@ export interface HandlerDeps {
   reconcile?: { reconcile(couponId: string, options?: { repair?: boolean }): Promise<Reconciliation> } | undefined;
   watch?: { watch(couponId: string, minIntervalMs: number, signal: AbortSignal): AsyncIterable<StockLevel> } | undefined;
   sale?: SaleControl | undefined;
+  audit?: AuditService | undefined;
 }
 
 const DEDUCT_OUTCOMES: Record<DomainDeductOutcome, DeductOutcome> = {
@@ -113,6 +127,10 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
   const sale = () => {
     if (!d.sale) throw new DomainError('unimplemented', 'sale control is not served by this instance');
     return d.sale;
+  };
+  const audit = () => {
+    if (!d.audit) throw new DomainError('unimplemented', 'the audit API is not served by this instance');
+    return d.audit;
   };
   const saleNow = (s: SaleSettings) => saleMessage(saleView(s, d.admin.now()));
   return {
@@ -169,6 +187,20 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     async resumeSale(req) {
       const r = await sale().resume(req);
       return create(ResumeSaleResponseSchema, { sale: saleNow(r.sale), changed: r.changed });
+    },
+
+    async getDeduction(req) {
+      return deductionMessage(await audit().deduction(req));
+    },
+
+    async listLedger(req) {
+      const r = await audit().ledger({ ...req, kinds: ledgerKinds(req.kinds), since: instantOf(req.since), until: instantOf(req.until) });
+      return create(ListLedgerResponseSchema, { entries: r.entries.map(ledgerEntryMessage), nextPageToken: r.nextPageToken });
+    },
+
+    async listAnomalies(req) {
+      const r = await audit().anomalies(req);
+      return create(ListAnomaliesResponseSchema, { anomalies: r.anomalies.map(anomalyMessage), nextPageToken: r.nextPageToken });
     },
 
     async *watchStock(req, ctx) {

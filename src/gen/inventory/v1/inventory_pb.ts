@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file inventory/v1/inventory.proto.
  */
 export const file_inventory_v1_inventory: GenFile = /*@__PURE__*/
-  fileDesc("ChxpbnZlbnRvcnkvdjEvaW52ZW50b3J5LnByb3RvEgxpbnZlbnRvcnkudjEioQEKCVNhbGVTdGF0ZRItCglzdGFydHNfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKB2VuZHNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBhdXNlZBgDIAEoCBIoCgZzdGF0dXMYBCABKA4yGC5pbnZlbnRvcnkudjEuU2FsZVN0YXR1cyK0AQoGQ291cG9uEhEKCWNvdXBvbl9pZBgBIAEoCRITCgt0b3RhbF9zdG9jaxgCIAEoAxITCgtzaGFyZF9jb3VudBgDIAEoBRIWCg5wZXJfdXNlcl9saW1pdBgEIAEoBRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgRzYWxlGAYgASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZSLGAQoTQ3JlYXRlQ291cG9uUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEwoLdG90YWxfc3RvY2sYAiABKAMSEwoLc2hhcmRfY291bnQYAyABKAUSFgoOcGVyX3VzZXJfbGltaXQYBCABKAUSLQoJc3RhcnRzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgdlbmRzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJNChRDcmVhdGVDb3Vwb25SZXNwb25zZRIkCgZjb3Vwb24YASABKAsyFC5pbnZlbnRvcnkudjEuQ291cG9uEg8KB2NyZWF0ZWQYAiABKAgiPAoPR2V0U3RvY2tSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIWCg5pbmNsdWRlX3NoYXJkcxgCIAEoCCJCCgpTaGFyZExldmVsEg0KBWluZGV4GAEgASgFEhEKCWF2YWlsYWJsZRgCIAEoAxISCgppbl90cmFuc2l0GAMgASgDIqQCCgpTdG9ja0xldmVsEhEKCWNvdXBvbl9pZBgBIAEoCRITCgt0b3RhbF9zdG9jaxgCIAEoAxIRCglhdmFpbGFibGUYAyABKAMSEAoIZGVkdWN0ZWQYBCABKAMSGQoRc2V0dGxlZF9yZW1haW5pbmcYBSABKAMSGgoScGVuZGluZ19zZXR0bGVtZW50GAYgASgDEhAKCHNvbGRfb3V0GAcgASgIEigKBnNoYXJkcxgIIAMoCzIYLmludmVudG9yeS52MS5TaGFyZExldmVsEi8KC29ic2VydmVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgRzYWxlGAogASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZSI7ChBHZXRTdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwiSQoOUmVzdG9ja1JlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhAKCHF1YW50aXR5GAIgASgDEhIKCnJlcXVlc3RfaWQYAyABKAkiTAoPUmVzdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwSEAoIcmVwbGF5ZWQYAiABKAgiWQoNRGVkdWN0UmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIPCgd1c2VyX2lkGAMgASgJEhAKCHF1YW50aXR5GAQgASgDIocBCg5EZWR1Y3RSZXNwb25zZRIsCgdvdXRjb21lGAEgASgOMhsuaW52ZW50b3J5LnYxLkRlZHVjdE91dGNvbWUSEAoIcmVwbGF5ZWQYAiABKAgSEQoJcmVtYWluaW5nGAMgASgDEg0KBXNoYXJkGAQgASgFEhMKC2NvbXBlbnNhdGVkGAUgASgIIkoKEUNvbXBlbnNhdGVSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCSJZChJDb21wZW5zYXRlUmVzcG9uc2USMAoHb3V0Y29tZRgBIAEoDjIfLmludmVudG9yeS52MS5Db21wZW5zYXRlT3V0Y29tZRIRCglyZW1haW5pbmcYAiABKAMiPwoRV2F0Y2hTdG9ja1JlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhcKD21pbl9pbnRlcnZhbF9tcxgCIAEoBSI9ChJXYXRjaFN0b2NrUmVzcG9uc2USJwoFbGV2ZWwYASABKAsyGC5pbnZlbnRvcnkudjEuU3RvY2tMZXZlbCI1ChBSZWNvbmNpbGVSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIOCgZyZXBhaXIYAiABKAgi6AMKEVJlY29uY2lsZVJlc3BvbnNlEhEKCWNvdXBvbl9pZBgBIAEoCRITCgt0b3RhbF9zdG9jaxgCIAEoAxIXCg9sZWRnZXJfZGVkdWN0ZWQYAyABKAMSGgoSbGVkZ2VyX2NvbXBlbnNhdGVkGAQgASgDEhgKEGxlZGdlcl9yZXN0b2NrZWQYBSABKAMSGQoRc2V0dGxlZF9yZW1haW5pbmcYBiABKAMSFwoPcmVkaXNfYXZhaWxhYmxlGAcgASgDEhoKEnJlZGlzX25ldF9kZWR1Y3RlZBgIIAEoAxIVCg1pbl9mbGlnaHRfbmV0GAkgASgDEhUKDW91dGJveF9ldmVudHMYCiABKAMSGQoRamV0c3RyZWFtX3BlbmRpbmcYCyABKAMSFQoNYW5vbWFseV91bml0cxgMIAEoAxIRCglhbm9tYWxpZXMYDSABKAMSFAoMbGVkZ2VyX2RyaWZ0GA4gASgDEhMKC3JlZGlzX2RyaWZ0GA8gASgDEhIKCmNvbnNpc3RlbnQYECABKAgSLgoKY2hlY2tlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoGcmVwYWlyGBIgASgLMhouaW52ZW50b3J5LnYxLlJlcGFpclJlcG9ydCKnAQoMUmVwYWlyUmVwb3J0EhYKDnJlYnVpbHRfc2hhcmRzGAEgAygFEhQKDGxvYWRlZF91bml0cxgCIAEoAxIVCg1sb3dlcmVkX3VuaXRzGAMgASgDEhYKDnJlc3RvcmVkX3VuaXRzGAQgASgDEhgKEHJlc3RvcmVkX3JlY29yZHMYBSABKAMSDQoFYm91bmQYBiABKAMSEQoJcGF1c2VkX21zGAcgASgDIpUBChRTZXRTYWxlV2luZG93UmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSLQoJc3RhcnRzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgdlbmRzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZWFzb24YBCABKAkiPgoVU2V0U2FsZVdpbmRvd1Jlc3BvbnNlEiUKBHNhbGUYASABKAsyFy5pbnZlbnRvcnkudjEuU2FsZVN0YXRlIjUKEFBhdXNlU2FsZVJlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJLChFQYXVzZVNhbGVSZXNwb25zZRIlCgRzYWxlGAEgASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZRIPCgdjaGFuZ2VkGAIgASgIIjYKEVJlc3VtZVNhbGVSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiTAoSUmVzdW1lU2FsZVJlc3BvbnNlEiUKBHNhbGUYASABKAsyFy5pbnZlbnRvcnkudjEuU2FsZVN0YXRlEg8KB2NoYW5nZWQYAiABKAgqiwEKClNhbGVTdGF0dXMSGwoXU0FMRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIUChBTQUxFX1NUQVRVU19PUEVOEAESGwoXU0FMRV9TVEFUVVNfTk9UX1NUQVJURUQQAhIVChFTQUxFX1NUQVRVU19FTkRFRBADEhYKElNBTEVfU1RBVFVTX1BBVVNFRBAEKowCCg1EZWR1Y3RPdXRjb21lEh4KGkRFRFVDVF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGwoXREVEVUNUX09VVENPTUVfREVEVUNURUQQARIbChdERURVQ1RfT1VUQ09NRV9TT0xEX09VVBACEh8KG0RFRFVDVF9PVVRDT01FX0lOU1VGRklDSUVOVBADEiYKIkRFRFVDVF9PVVRDT01FX1VTRVJfTElNSVRfRVhDRUVERUQQBBIeChpERURVQ1RfT1VUQ09NRV9OT1RfU1RBUlRFRBAFEhgKFERFRFVDVF9PVVRDT01FX0VOREVEEAYSHgoaREVEVUNUX09VVENPTUVfU0FMRV9QQVVTRUQQByqsAQoRQ29tcGVuc2F0ZU91dGNvbWUSIgoeQ09NUEVOU0FURV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASIgoeQ09NUEVOU0FURV9PVVRDT01FX0NPTVBFTlNBVEVEEAESKgomQ09NUEVOU0FURV9PVVRDT01FX0FMUkVBRFlfQ09NUEVOU0FURUQQAhIjCh9DT01QRU5TQVRFX09VVENPTUVfTk9UX0RFRFVDVEVEEAMysQYKEEludmVudG9yeVNlcnZpY2USVQoMQ3JlYXRlQ291cG9uEiEuaW52ZW50b3J5LnYxLkNyZWF0ZUNvdXBvblJlcXVlc3QaIi5pbnZlbnRvcnkudjEuQ3JlYXRlQ291cG9uUmVzcG9uc2USTgoIR2V0U3RvY2sSHS5pbnZlbnRvcnkudjEuR2V0U3RvY2tSZXF1ZXN0Gh4uaW52ZW50b3J5LnYxLkdldFN0b2NrUmVzcG9uc2UiA5ACARJGCgdSZXN0b2NrEhwuaW52ZW50b3J5LnYxLlJlc3RvY2tSZXF1ZXN0Gh0uaW52ZW50b3J5LnYxLlJlc3RvY2tSZXNwb25zZRJDCgZEZWR1Y3QSGy5pbnZlbnRvcnkudjEuRGVkdWN0UmVxdWVzdBocLmludmVudG9yeS52MS5EZWR1Y3RSZXNwb25zZRJPCgpDb21wZW5zYXRlEh8uaW52ZW50b3J5LnYxLkNvbXBlbnNhdGVSZXF1ZXN0GiAuaW52ZW50b3J5LnYxLkNvbXBlbnNhdGVSZXNwb25zZRJRCgpXYXRjaFN0b2NrEh8uaW52ZW50b3J5LnYxLldhdGNoU3RvY2tSZXF1ZXN0GiAuaW52ZW50b3J5LnYxLldhdGNoU3RvY2tSZXNwb25zZTABEkwKCVJlY29uY2lsZRIeLmludmVudG9yeS52MS5SZWNvbmNpbGVSZXF1ZXN0Gh8uaW52ZW50b3J5LnYxLlJlY29uY2lsZVJlc3BvbnNlElgKDVNldFNhbGVXaW5kb3cSIi5pbnZlbnRvcnkudjEuU2V0U2FsZVdpbmRvd1JlcXVlc3QaIy5pbnZlbnRvcnkudjEuU2V0U2FsZVdpbmRvd1Jlc3BvbnNlEkwKCVBhdXNlU2FsZRIeLmludmVudG9yeS52MS5QYXVzZVNhbGVSZXF1ZXN0Gh8uaW52ZW50b3J5LnYxLlBhdXNlU2FsZVJlc3BvbnNlEk8KClJlc3VtZVNhbGUSHy5pbnZlbnRvcnkudjEuUmVzdW1lU2FsZVJlcXVlc3QaIC5pbnZlbnRvcnkudjEuUmVzdW1lU2FsZVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChxpbnZlbnRvcnkvdjEvaW52ZW50b3J5LnByb3RvEgxpbnZlbnRvcnkudjEioQEKCVNhbGVTdGF0ZRItCglzdGFydHNfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKB2VuZHNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBhdXNlZBgDIAEoCBIoCgZzdGF0dXMYBCABKA4yGC5pbnZlbnRvcnkudjEuU2FsZVN0YXR1cyK0AQoGQ291cG9uEhEKCWNvdXBvbl9pZBgBIAEoCRITCgt0b3RhbF9zdG9jaxgCIAEoAxITCgtzaGFyZF9jb3VudBgDIAEoBRIWCg5wZXJfdXNlcl9saW1pdBgEIAEoBRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgRzYWxlGAYgASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZSLGAQoTQ3JlYXRlQ291cG9uUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEwoLdG90YWxfc3RvY2sYAiABKAMSEwoLc2hhcmRfY291bnQYAyABKAUSFgoOcGVyX3VzZXJfbGltaXQYBCABKAUSLQoJc3RhcnRzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgdlbmRzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJNChRDcmVhdGVDb3Vwb25SZXNwb25zZRIkCgZjb3Vwb24YASABKAsyFC5pbnZlbnRvcnkudjEuQ291cG9uEg8KB2NyZWF0ZWQYAiABKAgiPAoPR2V0U3RvY2tSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIWCg5pbmNsdWRlX3NoYXJkcxgCIAEoCCJCCgpTaGFyZExldmVsEg0KBWluZGV4GAEgASgFEhEKCWF2YWlsYWJsZRgCIAEoAxISCgppbl90cmFuc2l0GAMgASgDIqQCCgpTdG9ja0xldmVsEhEKCWNvdXBvbl9pZBgBIAEoCRITCgt0b3RhbF9zdG9jaxgCIAEoAxIRCglhdmFpbGFibGUYAyABKAMSEAoIZGVkdWN0ZWQYBCABKAMSGQoRc2V0dGxlZF9yZW1haW5pbmcYBSABKAMSGgoScGVuZGluZ19zZXR0bGVtZW50GAYgASgDEhAKCHNvbGRfb3V0GAcgASgIEigKBnNoYXJkcxgIIAMoCzIYLmludmVudG9yeS52MS5TaGFyZExldmVsEi8KC29ic2VydmVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgRzYWxlGAogASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZSI7ChBHZXRTdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwiSQoOUmVzdG9ja1JlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhAKCHF1YW50aXR5GAIgASgDEhIKCnJlcXVlc3RfaWQYAyABKAkiTAoPUmVzdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwSEAoIcmVwbGF5ZWQYAiABKAgiWQoNRGVkdWN0UmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIPCgd1c2VyX2lkGAMgASgJEhAKCHF1YW50aXR5GAQgASgDIocBCg5EZWR1Y3RSZXNwb25zZRIsCgdvdXRjb21lGAEgASgOMhsuaW52ZW50b3J5LnYxLkRlZHVjdE91dGNvbWUSEAoIcmVwbGF5ZWQYAiABKAgSEQoJcmVtYWluaW5nGAMgASgDEg0KBXNoYXJkGAQgASgFEhMKC2NvbXBlbnNhdGVkGAUgASgIIkoKEUNvbXBlbnNhdGVSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCSJZChJDb21wZW5zYXRlUmVzcG9uc2USMAoHb3V0Y29tZRgBIAEoDjIfLmludmVudG9yeS52MS5Db21wZW5zYXRlT3V0Y29tZRIRCglyZW1haW5pbmcYAiABKAMiPwoRV2F0Y2hTdG9ja1JlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhcKD21pbl9pbnRlcnZhbF9tcxgCIAEoBSI9ChJXYXRjaFN0b2NrUmVzcG9uc2USJwoFbGV2ZWwYASABKAsyGC5pbnZlbnRvcnkudjEuU3RvY2tMZXZlbCI1ChBSZWNvbmNpbGVSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIOCgZyZXBhaXIYAiABKAgi6AMKEVJlY29uY2lsZVJlc3BvbnNlEhEKCWNvdXBvbl9pZBgBIAEoCRITCgt0b3RhbF9zdG9jaxgCIAEoAxIXCg9sZWRnZXJfZGVkdWN0ZWQYAyABKAMSGgoSbGVkZ2VyX2NvbXBlbnNhdGVkGAQgASgDEhgKEGxlZGdlcl9yZXN0b2NrZWQYBSABKAMSGQoRc2V0dGxlZF9yZW1haW5pbmcYBiABKAMSFwoPcmVkaXNfYXZhaWxhYmxlGAcgASgDEhoKEnJlZGlzX25ldF9kZWR1Y3RlZBgIIAEoAxIVCg1pbl9mbGlnaHRfbmV0GAkgASgDEhUKDW91dGJveF9ldmVudHMYCiABKAMSGQoRamV0c3RyZWFtX3BlbmRpbmcYCyABKAMSFQoNYW5vbWFseV91bml0cxgMIAEoAxIRCglhbm9tYWxpZXMYDSABKAMSFAoMbGVkZ2VyX2RyaWZ0GA4gASgDEhMKC3JlZGlzX2RyaWZ0GA8gASgDEhIKCmNvbnNpc3RlbnQYECABKAgSLgoKY2hlY2tlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoGcmVwYWlyGBIgASgLMhouaW52ZW50b3J5LnYxLlJlcGFpclJlcG9ydCKnAQoMUmVwYWlyUmVwb3J0EhYKDnJlYnVpbHRfc2hhcmRzGAEgAygFEhQKDGxvYWRlZF91bml0cxgCIAEoAxIVCg1sb3dlcmVkX3VuaXRzGAMgASgDEhYKDnJlc3RvcmVkX3VuaXRzGAQgASgDEhgKEHJlc3RvcmVkX3JlY29yZHMYBSABKAMSDQoFYm91bmQYBiABKAMSEQoJcGF1c2VkX21zGAcgASgDIpUBChRTZXRTYWxlV2luZG93UmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSLQoJc3RhcnRzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgdlbmRzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZWFzb24YBCABKAkiPgoVU2V0U2FsZVdpbmRvd1Jlc3BvbnNlEiUKBHNhbGUYASABKAsyFy5pbnZlbnRvcnkudjEuU2FsZVN0YXRlIjUKEFBhdXNlU2FsZVJlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJLChFQYXVzZVNhbGVSZXNwb25zZRIlCgRzYWxlGAEgASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZRIPCgdjaGFuZ2VkGAIgASgIIjYKEVJlc3VtZVNhbGVSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiTAoSUmVzdW1lU2FsZVJlc3BvbnNlEiUKBHNhbGUYASABKAsyFy5pbnZlbnRvcnkudjEuU2FsZVN0YXRlEg8KB2NoYW5nZWQYAiABKAgiiwIKC0xlZGdlckVudHJ5EgoKAmlkGAEgASgDEhEKCWNvdXBvbl9pZBgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEiYKBGtpbmQYBCABKA4yGC5pbnZlbnRvcnkudjEuTGVkZ2VyS2luZBIQCghxdWFudGl0eRgFIAEoAxIPCgd1c2VyX2lkGAYgASgJEg0KBXNoYXJkGAcgASgFEg4KBnJlYXNvbhgIIAEoCRIvCgtvY2N1cnJlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc2V0dGxlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi+QEKB0Fub21hbHkSCgoCaWQYASABKAMSEAoIZXZlbnRfaWQYAiABKAkSEQoJY291cG9uX2lkGAMgASgJEhIKCnJlcXVlc3RfaWQYBCABKAkSJgoEa2luZBgFIAEoDjIYLmludmVudG9yeS52MS5MZWRnZXJLaW5kEhAKCHF1YW50aXR5GAYgASgDEg0KBXNoYXJkGAcgASgFEg4KBnJlYXNvbhgIIAEoCRIOCgZkZXRhaWwYCSABKAkSEAoIcmVmdW5kZWQYCiABKAgSLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPAoTR2V0RGVkdWN0aW9uUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSKrAQoNUmVxdWVzdFJlY29yZBINCgVzaGFyZBgBIAEoBRIPCgd1c2VyX2lkGAIgASgJEhAKCHF1YW50aXR5GAMgASgDEhEKCXJlbWFpbmluZxgEIAEoAxITCgtjb21wZW5zYXRlZBgFIAEoCBIPCgdyZWZ1c2VkGAYgASgIEi8KC2RlZHVjdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKLAQoNSW5GbGlnaHRFdmVudBImCgRraW5kGAEgASgOMhguaW52ZW50b3J5LnYxLkxlZGdlcktpbmQSEAoIcXVhbnRpdHkYAiABKAMSDwoHc2Vlbl9pbhgDIAMoCRIvCgtvY2N1cnJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi3AIKFEdldERlZHVjdGlvblJlc3BvbnNlEhEKCWNvdXBvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEisKBXN0YXRlGAMgASgOMhwuaW52ZW50b3J5LnYxLkRlZHVjdGlvblN0YXRlEg8KB3NldHRsZWQYBCABKAgSKgoFcmVkaXMYBSABKAsyGy5pbnZlbnRvcnkudjEuUmVxdWVzdFJlY29yZBIuCglpbl9mbGlnaHQYBiADKAsyGy5pbnZlbnRvcnkudjEuSW5GbGlnaHRFdmVudBIpCgZsZWRnZXIYByADKAsyGS5pbnZlbnRvcnkudjEuTGVkZ2VyRW50cnkSKAoJYW5vbWFsaWVzGAggAygLMhUuaW52ZW50b3J5LnYxLkFub21hbHkSLgoKY2hlY2tlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi3QEKEUxpc3RMZWRnZXJSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRISCgpwYWdlX3Rva2VuGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRInCgVraW5kcxgEIAMoDjIYLmludmVudG9yeS52MS5MZWRnZXJLaW5kEg8KB3VzZXJfaWQYBSABKAkSKQoFc2luY2UYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXVudGlsGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJZChJMaXN0TGVkZ2VyUmVzcG9uc2USKgoHZW50cmllcxgBIAMoCzIZLmludmVudG9yeS52MS5MZWRnZXJFbnRyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiUAoUTGlzdEFub21hbGllc1JlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhIKCnBhZ2VfdG9rZW4YAiABKAkSEQoJcGFnZV9zaXplGAMgASgFIloKFUxpc3RBbm9tYWxpZXNSZXNwb25zZRIoCglhbm9tYWxpZXMYASADKAsyFS5pbnZlbnRvcnkudjEuQW5vbWFseRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkqiwEKClNhbGVTdGF0dXMSGwoXU0FMRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIUChBTQUxFX1NUQVRVU19PUEVOEAESGwoXU0FMRV9TVEFUVVNfTk9UX1NUQVJURUQQAhIVChFTQUxFX1NUQVRVU19FTkRFRBADEhYKElNBTEVfU1RBVFVTX1BBVVNFRBAEKowCCg1EZWR1Y3RPdXRjb21lEh4KGkRFRFVDVF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGwoXREVEVUNUX09VVENPTUVfREVEVUNURUQQARIbChdERURVQ1RfT1VUQ09NRV9TT0xEX09VVBACEh8KG0RFRFVDVF9PVVRDT01FX0lOU1VGRklDSUVOVBADEiYKIkRFRFVDVF9PVVRDT01FX1VTRVJfTElNSVRfRVhDRUVERUQQBBIeChpERURVQ1RfT1VUQ09NRV9OT1RfU1RBUlRFRBAFEhgKFERFRFVDVF9PVVRDT01FX0VOREVEEAYSHgoaREVEVUNUX09VVENPTUVfU0FMRV9QQVVTRUQQByqsAQoRQ29tcGVuc2F0ZU91dGNvbWUSIgoeQ09NUEVOU0FURV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASIgoeQ09NUEVOU0FURV9PVVRDT01FX0NPTVBFTlNBVEVEEAESKgomQ09NUEVOU0FURV9PVVRDT01FX0FMUkVBRFlfQ09NUEVOU0FURUQQAhIjCh9DT01QRU5TQVRFX09VVENPTUVfTk9UX0RFRFVDVEVEEAMq5AEKCkxlZGdlcktpbmQSGwoXTEVER0VSX0tJTkRfVU5TUEVDSUZJRUQQABIWChJMRURHRVJfS0lORF9ERURVQ1QQARIaChZMRURHRVJfS0lORF9DT01QRU5TQVRFEAISFwoTTEVER0VSX0tJTkRfUkVTVE9DSxADEhYKEkxFREdFUl9LSU5EX1JFUEFJUhAEEhsKF0xFREdFUl9LSU5EX1NBTEVfV0lORE9XEAUSGgoWTEVER0VSX0tJTkRfU0FMRV9QQVVTRRAGEhsKF0xFREdFUl9LSU5EX1NBTEVfUkVTVU1FEAcqpwEKDkRlZHVjdGlvblN0YXRlEh8KG0RFRFVDVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEhgKFERFRFVDVElPTl9TVEFURV9OT05FEAESHAoYREVEVUNUSU9OX1NUQVRFX0RFRFVDVEVEEAISHwobREVEVUNUSU9OX1NUQVRFX0NPTVBFTlNBVEVEEAMSGwoXREVEVUNUSU9OX1NUQVRFX1JFRlVTRUQQBDLCCAoQSW52ZW50b3J5U2VydmljZRJVCgxDcmVhdGVDb3Vwb24SIS5pbnZlbnRvcnkudjEuQ3JlYXRlQ291cG9uUmVxdWVzdBoiLmludmVudG9yeS52MS5DcmVhdGVDb3Vwb25SZXNwb25zZRJOCghHZXRTdG9jaxIdLmludmVudG9yeS52MS5HZXRTdG9ja1JlcXVlc3QaHi5pbnZlbnRvcnkudjEuR2V0U3RvY2tSZXNwb25zZSIDkAIBEkYKB1Jlc3RvY2sSHC5pbnZlbnRvcnkudjEuUmVzdG9ja1JlcXVlc3QaHS5pbnZlbnRvcnkudjEuUmVzdG9ja1Jlc3BvbnNlEkMKBkRlZHVjdBIbLmludmVudG9yeS52MS5EZWR1Y3RSZXF1ZXN0GhwuaW52ZW50b3J5LnYxLkRlZHVjdFJlc3BvbnNlEk8KCkNvbXBlbnNhdGUSHy5pbnZlbnRvcnkudjEuQ29tcGVuc2F0ZVJlcXVlc3QaIC5pbnZlbnRvcnkudjEuQ29tcGVuc2F0ZVJlc3BvbnNlElEKCldhdGNoU3RvY2sSHy5pbnZlbnRvcnkudjEuV2F0Y2hTdG9ja1JlcXVlc3QaIC5pbnZlbnRvcnkudjEuV2F0Y2hTdG9ja1Jlc3BvbnNlMAESTAoJUmVjb25jaWxlEh4uaW52ZW50b3J5LnYxLlJlY29uY2lsZVJlcXVlc3QaHy5pbnZlbnRvcnkudjEuUmVjb25jaWxlUmVzcG9uc2USWAoNU2V0U2FsZVdpbmRvdxIiLmludmVudG9yeS52MS5TZXRTYWxlV2luZG93UmVxdWVzdBojLmludmVudG9yeS52MS5TZXRTYWxlV2luZG93UmVzcG9uc2USTAoJUGF1c2VTYWxlEh4uaW52ZW50b3J5LnYxLlBhdXNlU2FsZVJlcXVlc3QaHy5pbnZlbnRvcnkudjEuUGF1c2VTYWxlUmVzcG9uc2USTwoKUmVzdW1lU2FsZRIfLmludmVudG9yeS52MS5SZXN1bWVTYWxlUmVxdWVzdBogLmludmVudG9yeS52MS5SZXN1bWVTYWxlUmVzcG9uc2USWgoMR2V0RGVkdWN0aW9uEiEuaW52ZW50b3J5LnYxLkdldERlZHVjdGlvblJlcXVlc3QaIi5pbnZlbnRvcnkudjEuR2V0RGVkdWN0aW9uUmVzcG9uc2UiA5ACARJUCgpMaXN0TGVkZ2VyEh8uaW52ZW50b3J5LnYxLkxpc3RMZWRnZXJSZXF1ZXN0GiAuaW52ZW50b3J5LnYxLkxpc3RMZWRnZXJSZXNwb25zZSIDkAIBEl0KDUxpc3RBbm9tYWxpZXMSIi5pbnZlbnRvcnkudjEuTGlzdEFub21hbGllc1JlcXVlc3QaIy5pbnZlbnRvcnkudjEuTGlzdEFub21hbGllc1Jlc3BvbnNlIgOQAgFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * When a coupon may be deducted: from starts_at (inclusive) to ends_at (exclusive), unless paused.
@@ -894,6 +894,465 @@ export const ResumeSaleResponseSchema: GenMessage<ResumeSaleResponse> = /*@__PUR
   messageDesc(file_inventory_v1_inventory, 24);
 
 /**
+ * One row of the MySQL ledger.
+ *
+ * @generated from message inventory.v1.LedgerEntry
+ */
+export type LedgerEntry = Message<"inventory.v1.LedgerEntry"> & {
+  /**
+   * Increasing: the order rows were settled in.
+   *
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from field: string coupon_id = 2;
+   */
+  couponId: string;
+
+  /**
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+
+  /**
+   * @generated from field: inventory.v1.LedgerKind kind = 4;
+   */
+  kind: LedgerKind;
+
+  /**
+   * @generated from field: int64 quantity = 5;
+   */
+  quantity: bigint;
+
+  /**
+   * @generated from field: string user_id = 6;
+   */
+  userId: string;
+
+  /**
+   * -1 when not tied to a shard.
+   *
+   * @generated from field: int32 shard = 7;
+   */
+  shard: number;
+
+  /**
+   * @generated from field: string reason = 8;
+   */
+  reason: string;
+
+  /**
+   * When Redis applied it (or the admin change was made).
+   *
+   * @generated from field: google.protobuf.Timestamp occurred_at = 9;
+   */
+  occurredAt?: Timestamp | undefined;
+
+  /**
+   * When MySQL recorded it.
+   *
+   * @generated from field: google.protobuf.Timestamp settled_at = 10;
+   */
+  settledAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.LedgerEntry.
+ * Use `create(LedgerEntrySchema)` to create a new message.
+ */
+export const LedgerEntrySchema: GenMessage<LedgerEntry> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 25);
+
+/**
+ * An event MySQL refused to apply.
+ *
+ * @generated from message inventory.v1.Anomaly
+ */
+export type Anomaly = Message<"inventory.v1.Anomaly"> & {
+  /**
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * The JetStream message id: <D|C>:<coupon>:<request>.
+   *
+   * @generated from field: string event_id = 2;
+   */
+  eventId: string;
+
+  /**
+   * @generated from field: string coupon_id = 3;
+   */
+  couponId: string;
+
+  /**
+   * @generated from field: string request_id = 4;
+   */
+  requestId: string;
+
+  /**
+   * DEDUCT or COMPENSATE.
+   *
+   * @generated from field: inventory.v1.LedgerKind kind = 5;
+   */
+  kind: LedgerKind;
+
+  /**
+   * @generated from field: int64 quantity = 6;
+   */
+  quantity: bigint;
+
+  /**
+   * @generated from field: int32 shard = 7;
+   */
+  shard: number;
+
+  /**
+   * Why it was refused, e.g. oversold.
+   *
+   * @generated from field: string reason = 8;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string detail = 9;
+   */
+  detail: string;
+
+  /**
+   * The units went back to the Redis shard.
+   *
+   * @generated from field: bool refunded = 10;
+   */
+  refunded: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 11;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.Anomaly.
+ * Use `create(AnomalySchema)` to create a new message.
+ */
+export const AnomalySchema: GenMessage<Anomaly> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 26);
+
+/**
+ * @generated from message inventory.v1.GetDeductionRequest
+ */
+export type GetDeductionRequest = Message<"inventory.v1.GetDeductionRequest"> & {
+  /**
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message inventory.v1.GetDeductionRequest.
+ * Use `create(GetDeductionRequestSchema)` to create a new message.
+ */
+export const GetDeductionRequestSchema: GenMessage<GetDeductionRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 27);
+
+/**
+ * The request record in Redis (kept for the idempotency window).
+ *
+ * @generated from message inventory.v1.RequestRecord
+ */
+export type RequestRecord = Message<"inventory.v1.RequestRecord"> & {
+  /**
+   * @generated from field: int32 shard = 1;
+   */
+  shard: number;
+
+  /**
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: int64 quantity = 3;
+   */
+  quantity: bigint;
+
+  /**
+   * Units left in the shard right after the deduction.
+   *
+   * @generated from field: int64 remaining = 4;
+   */
+  remaining: bigint;
+
+  /**
+   * @generated from field: bool compensated = 5;
+   */
+  compensated: boolean;
+
+  /**
+   * Settlement marked it refused by MySQL.
+   *
+   * @generated from field: bool refused = 6;
+   */
+  refused: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp deducted_at = 7;
+   */
+  deductedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.RequestRecord.
+ * Use `create(RequestRecordSchema)` to create a new message.
+ */
+export const RequestRecordSchema: GenMessage<RequestRecord> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 28);
+
+/**
+ * A settlement event not in MySQL yet.
+ *
+ * @generated from message inventory.v1.InFlightEvent
+ */
+export type InFlightEvent = Message<"inventory.v1.InFlightEvent"> & {
+  /**
+   * DEDUCT or COMPENSATE.
+   *
+   * @generated from field: inventory.v1.LedgerKind kind = 1;
+   */
+  kind: LedgerKind;
+
+  /**
+   * @generated from field: int64 quantity = 2;
+   */
+  quantity: bigint;
+
+  /**
+   * Where it was seen: "outbox" (Redis) and/or "jetstream".
+   *
+   * @generated from field: repeated string seen_in = 3;
+   */
+  seenIn: string[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp occurred_at = 4;
+   */
+  occurredAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.InFlightEvent.
+ * Use `create(InFlightEventSchema)` to create a new message.
+ */
+export const InFlightEventSchema: GenMessage<InFlightEvent> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 29);
+
+/**
+ * @generated from message inventory.v1.GetDeductionResponse
+ */
+export type GetDeductionResponse = Message<"inventory.v1.GetDeductionResponse"> & {
+  /**
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+
+  /**
+   * @generated from field: inventory.v1.DeductionState state = 3;
+   */
+  state: DeductionState;
+
+  /**
+   * True once the deduction is in the MySQL ledger.
+   *
+   * @generated from field: bool settled = 4;
+   */
+  settled: boolean;
+
+  /**
+   * Unset when Redis has no record (never deducted, or expired after the idempotency window).
+   *
+   * @generated from field: inventory.v1.RequestRecord redis = 5;
+   */
+  redis?: RequestRecord | undefined;
+
+  /**
+   * @generated from field: repeated inventory.v1.InFlightEvent in_flight = 6;
+   */
+  inFlight: InFlightEvent[];
+
+  /**
+   * Its DEDUCT and COMPENSATE ledger rows.
+   *
+   * @generated from field: repeated inventory.v1.LedgerEntry ledger = 7;
+   */
+  ledger: LedgerEntry[];
+
+  /**
+   * @generated from field: repeated inventory.v1.Anomaly anomalies = 8;
+   */
+  anomalies: Anomaly[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp checked_at = 9;
+   */
+  checkedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.GetDeductionResponse.
+ * Use `create(GetDeductionResponseSchema)` to create a new message.
+ */
+export const GetDeductionResponseSchema: GenMessage<GetDeductionResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 30);
+
+/**
+ * @generated from message inventory.v1.ListLedgerRequest
+ */
+export type ListLedgerRequest = Message<"inventory.v1.ListLedgerRequest"> & {
+  /**
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * From the previous page's next_page_token; empty for the first page.
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+
+  /**
+   * 1..1000; 0 = 100.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * Only these kinds; empty = all.
+   *
+   * @generated from field: repeated inventory.v1.LedgerKind kinds = 4;
+   */
+  kinds: LedgerKind[];
+
+  /**
+   * Only this user's rows; empty = all.
+   *
+   * @generated from field: string user_id = 5;
+   */
+  userId: string;
+
+  /**
+   * occurred_at in [since, until); unset = unbounded.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 6;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp until = 7;
+   */
+  until?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.ListLedgerRequest.
+ * Use `create(ListLedgerRequestSchema)` to create a new message.
+ */
+export const ListLedgerRequestSchema: GenMessage<ListLedgerRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 31);
+
+/**
+ * @generated from message inventory.v1.ListLedgerResponse
+ */
+export type ListLedgerResponse = Message<"inventory.v1.ListLedgerResponse"> & {
+  /**
+   * @generated from field: repeated inventory.v1.LedgerEntry entries = 1;
+   */
+  entries: LedgerEntry[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message inventory.v1.ListLedgerResponse.
+ * Use `create(ListLedgerResponseSchema)` to create a new message.
+ */
+export const ListLedgerResponseSchema: GenMessage<ListLedgerResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 32);
+
+/**
+ * @generated from message inventory.v1.ListAnomaliesRequest
+ */
+export type ListAnomaliesRequest = Message<"inventory.v1.ListAnomaliesRequest"> & {
+  /**
+   * Empty = every coupon.
+   *
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+
+  /**
+   * 1..1000; 0 = 100.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+};
+
+/**
+ * Describes the message inventory.v1.ListAnomaliesRequest.
+ * Use `create(ListAnomaliesRequestSchema)` to create a new message.
+ */
+export const ListAnomaliesRequestSchema: GenMessage<ListAnomaliesRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 33);
+
+/**
+ * @generated from message inventory.v1.ListAnomaliesResponse
+ */
+export type ListAnomaliesResponse = Message<"inventory.v1.ListAnomaliesResponse"> & {
+  /**
+   * @generated from field: repeated inventory.v1.Anomaly anomalies = 1;
+   */
+  anomalies: Anomaly[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message inventory.v1.ListAnomaliesResponse.
+ * Use `create(ListAnomaliesResponseSchema)` to create a new message.
+ */
+export const ListAnomaliesResponseSchema: GenMessage<ListAnomaliesResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 34);
+
+/**
  * @generated from enum inventory.v1.SaleStatus
  */
 export enum SaleStatus {
@@ -1029,6 +1488,103 @@ export const CompensateOutcomeSchema: GenEnum<CompensateOutcome> = /*@__PURE__*/
   enumDesc(file_inventory_v1_inventory, 2);
 
 /**
+ * @generated from enum inventory.v1.LedgerKind
+ */
+export enum LedgerKind {
+  /**
+   * @generated from enum value: LEDGER_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: LEDGER_KIND_DEDUCT = 1;
+   */
+  DEDUCT = 1,
+
+  /**
+   * @generated from enum value: LEDGER_KIND_COMPENSATE = 2;
+   */
+  COMPENSATE = 2,
+
+  /**
+   * @generated from enum value: LEDGER_KIND_RESTOCK = 3;
+   */
+  RESTOCK = 3,
+
+  /**
+   * A recovery or repair changed Redis (quantity = units added, negative when taken).
+   *
+   * @generated from enum value: LEDGER_KIND_REPAIR = 4;
+   */
+  REPAIR = 4,
+
+  /**
+   * @generated from enum value: LEDGER_KIND_SALE_WINDOW = 5;
+   */
+  SALE_WINDOW = 5,
+
+  /**
+   * @generated from enum value: LEDGER_KIND_SALE_PAUSE = 6;
+   */
+  SALE_PAUSE = 6,
+
+  /**
+   * @generated from enum value: LEDGER_KIND_SALE_RESUME = 7;
+   */
+  SALE_RESUME = 7,
+}
+
+/**
+ * Describes the enum inventory.v1.LedgerKind.
+ */
+export const LedgerKindSchema: GenEnum<LedgerKind> = /*@__PURE__*/
+  enumDesc(file_inventory_v1_inventory, 3);
+
+/**
+ * @generated from enum inventory.v1.DeductionState
+ */
+export enum DeductionState {
+  /**
+   * @generated from enum value: DEDUCTION_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * No trace anywhere: never deducted, or its Redis record expired before it was settled (see the parts).
+   *
+   * @generated from enum value: DEDUCTION_STATE_NONE = 1;
+   */
+  NONE = 1,
+
+  /**
+   * The caller holds the units.
+   *
+   * @generated from enum value: DEDUCTION_STATE_DEDUCTED = 2;
+   */
+  DEDUCTED = 2,
+
+  /**
+   * Given back by Compensate.
+   *
+   * @generated from enum value: DEDUCTION_STATE_COMPENSATED = 3;
+   */
+  COMPENSATED = 3,
+
+  /**
+   * Deducted in Redis but refused by MySQL (oversold): an anomaly; the units stay sold.
+   *
+   * @generated from enum value: DEDUCTION_STATE_REFUSED = 4;
+   */
+  REFUSED = 4,
+}
+
+/**
+ * Describes the enum inventory.v1.DeductionState.
+ */
+export const DeductionStateSchema: GenEnum<DeductionState> = /*@__PURE__*/
+  enumDesc(file_inventory_v1_inventory, 4);
+
+/**
  * @generated from service inventory.v1.InventoryService
  */
 export const InventoryService: GenService<{
@@ -1133,6 +1689,37 @@ export const InventoryService: GenService<{
     methodKind: "unary";
     input: typeof ResumeSaleRequestSchema;
     output: typeof ResumeSaleResponseSchema;
+  },
+  /**
+   * Where one request stands across Redis (its record), in flight (outbox, JetStream) and MySQL (ledger,
+   * anomalies), with timestamps. Admin role.
+   *
+   * @generated from rpc inventory.v1.InventoryService.GetDeduction
+   */
+  getDeduction: {
+    methodKind: "unary";
+    input: typeof GetDeductionRequestSchema;
+    output: typeof GetDeductionResponseSchema;
+  },
+  /**
+   * A coupon's ledger rows, oldest first, filtered by kind, user and time; paginated. Admin role.
+   *
+   * @generated from rpc inventory.v1.InventoryService.ListLedger
+   */
+  listLedger: {
+    methodKind: "unary";
+    input: typeof ListLedgerRequestSchema;
+    output: typeof ListLedgerResponseSchema;
+  },
+  /**
+   * Events MySQL refused (oversold deductions and their compensations), oldest first; paginated. Admin role.
+   *
+   * @generated from rpc inventory.v1.InventoryService.ListAnomalies
+   */
+  listAnomalies: {
+    methodKind: "unary";
+    input: typeof ListAnomaliesRequestSchema;
+    output: typeof ListAnomaliesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_inventory_v1_inventory, 0);
