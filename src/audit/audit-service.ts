@@ -1,7 +1,7 @@
 // The audit API's use cases: what happened to one request (GetDeduction) and a coupon's history (ListLedger,
 // ListAnomalies). Reads only. GetDeduction reads Redis first, then what is in flight, then MySQL — the way an
 // event travels — so an event moving along the pipeline while it is looked up is seen at least once.
-import { invalid, notFound } from '../domain/errors.js';
+import { invalid } from '../domain/errors.js';
 import type { Coupon, ShardRef } from '../domain/ports.js';
 import { claimShard, homeShard, shardRef } from '../domain/routing.js';
 import * as v from '../domain/validate.js';

@@ -116,8 +116,9 @@ async function window(argv: string[], io: Io): Promise<number> {
   }
 }
 
-const pauseOrResume = (pause: boolean) =>
-  async function (argv: string[], io: Io): Promise<number> {
+const pauseOrResume =
+  (pause: boolean) =>
+  async (argv: string[], io: Io): Promise<number> => {
     const p = parse(argv, OPTIONS);
     const couponId = positional(p, 0, 'coupon-id');
     noMorePositionals(p, 1);
