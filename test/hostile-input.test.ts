@@ -94,9 +94,11 @@ function account(method: string, req: unknown, a: Answer): void {
   if (a.code !== C.OK || !req) return;
   if (method === 'Deduct') {
     const r = req as DeductRequest;
-    const res = a.res as { outcome: DeductOutcome; replayed: boolean };
+    const res = a.res as { outcome: DeductOutcome; replayed: boolean; granted: bigint };
     if (r.couponId === sentinel && res.outcome === DeductOutcome.DEDUCTED && !res.replayed) {
-      ledger.deducted.set(r.requestId, r.quantity === 0n ? 1 : Number(r.quantity));
+      // What the caller holds: the quantity, or less when allow_partial met the last units.
+      expect(res.granted, 'granted').toBe(r.allowPartial ? res.granted : r.quantity === 0n ? 1n : r.quantity);
+      ledger.deducted.set(r.requestId, Number(res.granted));
       ledger.events++;
     }
   } else if (method === 'Compensate') {

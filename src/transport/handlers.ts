@@ -166,6 +166,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
         compensated: r.compensated ?? false,
         remaining: BigInt(r.remaining),
         shard: r.shard,
+        granted: BigInt(r.granted),
       });
     },
 
