@@ -160,4 +160,21 @@ describe('the kill switch', () => {
     const rows = await ledgerRows(a, id);
     expect(rows.map((r) => `${r.kind}:${r.reason}`)).toEqual(['SALE_PAUSE:bot traffic', 'SALE_RESUME:cleared']);
   });
+
+  it('when an announcement is lost (the pause written behind the service), then instances pick it up from MySQL within the re-read interval', async () => {
+    const id = uniqueId('lost');
+    await a.client.createCoupon({ couponId: id, totalStock: 100n, shardCount: 1 });
+    expect((await b.client.deduct({ couponId: id, requestId: 'l0' })).outcome).toBe(DeductOutcome.DEDUCTED);
+    await b.app.orm.em.fork().execute('update coupon set sale_paused = 1, sale_revision = sale_revision + 1 where id = ?', [id]);
+    const start = Date.now();
+    let n = 1;
+    let answer: DeductOutcome;
+    do {
+      answer = (await b.client.deduct({ couponId: id, requestId: `l${n++}` })).outcome;
+      if (answer === DeductOutcome.DEDUCTED) await new Promise((r) => setTimeout(r, 200));
+    } while (answer === DeductOutcome.DEDUCTED && Date.now() - start < 8000);
+    expect(answer).toBe(DeductOutcome.SALE_PAUSED);
+    // Re-read at most every 5 s, in the background of a Deduct.
+    expect(Date.now() - start).toBeLessThan(6500);
+  });
 });

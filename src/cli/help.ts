@@ -52,12 +52,13 @@ ${COMMON_HELP}`;
 
 export const DEDUCT_SUMMARY = 'take units for a request (or run N of them with --count)';
 export const DEDUCT_HELP = `Usage:
-  shardstock deduct <coupon-id> [--quantity Q] [--user U] [--request-id ID]
+  shardstock deduct <coupon-id> [--quantity Q] [--allow-partial] [--user U] [--request-id ID]
   shardstock deduct <coupon-id> --count N [--concurrency C] [--quantity Q] [--user U | --users K] [--prefix P]
 
 One deduction: prints the outcome; exit 0 when units were deducted, 3 when the service said no (sold out,
 insufficient, user limit). A request id is made up and printed when not given: re-run with
---request-id <it> to retry safely (a replay returns the original outcome).
+--request-id <it> to retry safely (a replay returns the original outcome). --allow-partial takes what is left
+up to Q instead of answering insufficient; "granted" says how much.
 
 Load mode (--count): N deductions, at most C in flight (default 32), request ids <prefix>-<i>. Users: --user
 for all, --users K for K distinct users (user-<i mod K>), else one user per request. Shows a progress bar on
