@@ -128,6 +128,7 @@ async function watch(couponId) {
   $('detail').hidden = false;
   $('coupon-id').textContent = couponId;
   $('shards').replaceChildren();
+  $('audit-out').hidden = true;
   for (const b of document.querySelectorAll('nav button')) b.setAttribute('aria-current', String(b.dataset.coupon === couponId));
   while (!controller.signal.aborted) {
     try {
@@ -142,6 +143,44 @@ async function watch(couponId) {
       setStatus(`disconnected (${err.message}), retrying…`, 'down');
     }
     await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+/** One Connect unary call with JSON; throws "code: message" on an error answer. */
+async function connectUnary(method, request) {
+  const res = await fetch(`/inventory.v1.InventoryService/${method}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'connect-protocol-version': '1' },
+    body: JSON.stringify(request),
+  });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(`${body.code ?? res.status}: ${body.message ?? res.statusText}`);
+  return body;
+}
+
+/** The audit view of one request (GetDeduction): its state and where each part of it stands. */
+async function lookUp(event) {
+  event.preventDefault();
+  const out = $('audit-out');
+  out.hidden = false;
+  const requestId = $('audit-request').value.trim();
+  if (!current || !requestId) return;
+  try {
+    const d = await connectUnary('GetDeduction', { couponId: current.couponId, requestId });
+    const at = (t) => (t ? new Date(t).toLocaleString() : '–');
+    const lines = [`${(d.state ?? '').replace('DEDUCTION_STATE_', '')}${d.settled ? ' · settled in MySQL' : ''}`];
+    if (d.redis)
+      lines.push(
+        `redis: ${num(d.redis.quantity)} units on shard ${num(d.redis.shard)} at ${at(d.redis.deductedAt)}${d.redis.compensated ? ', compensated' : ''}${d.redis.refused ? ', refused by MySQL' : ''}`,
+      );
+    for (const e of d.inFlight ?? [])
+      lines.push(`in flight: ${e.kind.replace('LEDGER_KIND_', '')} ${num(e.quantity)} (${e.seenIn.join(', ')})`);
+    for (const l of d.ledger ?? [])
+      lines.push(`ledger: ${l.kind.replace('LEDGER_KIND_', '')} ${num(l.quantity)} settled ${at(l.settledAt)}`);
+    for (const a of d.anomalies ?? []) lines.push(`anomaly: ${a.kind.replace('LEDGER_KIND_', '')} ${a.reason}`);
+    out.textContent = lines.join('\n');
+  } catch (err) {
+    out.textContent = err.message;
   }
 }
 
@@ -177,6 +216,7 @@ async function loadCoupons() {
   }
 }
 
+$('audit').addEventListener('submit', (e) => void lookUp(e));
 await loadCoupons();
 const fromHash = decodeURIComponent(location.hash.slice(1));
 if (fromHash) void watch(fromHash);
