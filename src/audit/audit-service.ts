@@ -1,7 +1,7 @@
 // The audit API's use cases: what happened to one request (GetDeduction) and a coupon's history (ListLedger,
 // ListAnomalies). Reads only. GetDeduction reads Redis first, then what is in flight, then MySQL — the way an
 // event travels — so an event moving along the pipeline while it is looked up is seen at least once.
-import { invalid } from '../domain/errors.js';
+import { invalid, unavailable } from '../domain/errors.js';
 import type { Coupon, ShardRef } from '../domain/ports.js';
 import { claimShard, homeShard, shardRef } from '../domain/routing.js';
 import * as v from '../domain/validate.js';
@@ -125,7 +125,9 @@ export class AuditService {
     const requestId = v.requestId(input.requestId);
     const coupon = await this.d.coupon(couponId);
     const redis = await this.record(coupon, requestId);
-    const { outbox, jetstream } = await this.d.inFlight(coupon);
+    const { outbox, jetstream } = await this.d.inFlight(coupon).catch((err: unknown) => {
+      throw unavailable(`the events in flight for coupon ${couponId} cannot be read now; retry`, err);
+    });
     const inFlight: InFlightView[] = [];
     for (const kind of ['D', 'C'] as const) {
       const id = `${kind}:${couponId}:${requestId}`;
