@@ -60,6 +60,14 @@ describe('GetDeduction', () => {
       [LedgerKind.COMPENSATE, 1n, 'refund'],
     ]);
 
+    // A coupon with a per-user limit keeps the record on the user's shard: found through the request's claim.
+    const limited = uniqueId('lim');
+    await t.client.createCoupon({ couponId: limited, totalStock: 20n, shardCount: 4, perUserLimit: 3 });
+    const dl = await t.client.deduct({ couponId: limited, requestId: 'l1', userId: 'carol', quantity: 2n });
+    const vl = await t.client.getDeduction({ couponId: limited, requestId: 'l1' });
+    expect(vl.state).toBe(DeductionState.DEDUCTED);
+    expect(vl.redis).toMatchObject({ shard: dl.shard, userId: 'carol', quantity: 2n });
+
     const none = await t.client.getDeduction({ couponId: id, requestId: 'never' });
     expect(none).toMatchObject({ state: DeductionState.NONE, settled: false, inFlight: [], ledger: [], anomalies: [] });
     expect(none.redis).toBeUndefined();
