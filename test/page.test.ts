@@ -98,6 +98,31 @@ describe('live stock page', () => {
       await page.close();
     }
   });
+
+  it("when the sale is paused and a request is looked up, then the page shows the pause badge and the request's audit trail", async () => {
+    const id = uniqueId('ui');
+    await t.client.createCoupon({ couponId: id, totalStock: 5n, shardCount: 1 });
+    await t.client.deduct({ couponId: id, requestId: 'seen', quantity: 2n });
+    const page = await browser.newPage({ viewport: { width: 1100, height: 720 } });
+    const pageErrors: string[] = [];
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    try {
+      await page.goto(`${t.httpUrl}/#${id}`);
+      await page.waitForFunction(() => document.getElementById('detail')!.dataset.available === '3');
+      expect(await page.locator('#sale').isVisible()).toBe(false);
+      await t.client.pauseSale({ couponId: id, reason: 'page test' });
+      await page.locator('#sale').waitFor({ state: 'visible' });
+      expect(await page.locator('#sale').textContent()).toBe('SALE PAUSED');
+
+      await page.locator('#audit-request').fill('seen');
+      await page.locator('#audit button').click();
+      await page.waitForFunction(() => (document.getElementById('audit-out')!.textContent ?? '').startsWith('DEDUCTED'));
+      expect(await page.locator('#audit-out').textContent()).toContain('redis: 2 units on shard 0');
+      expect(pageErrors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
 });
 
 describe('live stock page with auth on', () => {

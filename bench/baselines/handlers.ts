@@ -56,6 +56,12 @@ export function baselineHandlers(store: BaselineStore): InventoryHandlers {
     restock: unimplemented('Restock'),
     compensate: unimplemented('Compensate'),
     reconcile: unimplemented('Reconcile'),
+    setSaleWindow: unimplemented('SetSaleWindow'),
+    pauseSale: unimplemented('PauseSale'),
+    resumeSale: unimplemented('ResumeSale'),
+    getDeduction: unimplemented('GetDeduction'),
+    listLedger: unimplemented('ListLedger'),
+    listAnomalies: unimplemented('ListAnomalies'),
     // biome-ignore lint/correctness/useYield: a stream that refuses before its first message
     async *watchStock() {
       throw new DomainError('unimplemented', 'WatchStock is not part of this baseline');

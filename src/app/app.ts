@@ -15,6 +15,12 @@ import type { CouponRepository, StockStore } from '../domain/ports.js';
 import { ShardReloader } from '../domain/shard-reloader.js';
 import { SoldOutCache } from '../domain/sold-out-cache.js';
 import { NatsStockSignals } from '../nats/stock-signals.js';
+import { NatsSaleSignals } from '../nats/sale-signals.js';
+import { MikroSaleRepository } from '../db/sale-repository.js';
+import { SaleControl } from '../domain/sale.js';
+import { AuditService } from '../audit/audit-service.js';
+import { MikroAuditRecords } from '../db/audit-repository.js';
+import { RedisRequestRecords } from '../redis/request-record.js';
 import { connectCluster } from '../redis/cluster.js';
 import { ReplicaAck } from '../redis/replica-ack.js';
 import { FailoverFence } from '../redis/failover-fence.js';
@@ -43,6 +49,9 @@ import { uiRoutes } from '../ui/ui-routes.js';
 import { ChangeAnnouncer } from '../watch/change-announcer.js';
 import { LevelBus } from '../watch/level-bus.js';
 import { LowStockDetector } from '../watch/low-stock.js';
+import { StockEventDetector } from '../watch/stock-events.js';
+import { RedisStockEventMarks } from '../redis/sold-out-marks.js';
+import { allShards } from '../domain/routing.js';
 import { WatchService } from '../watch/watch-service.js';
 
 export interface App {
@@ -69,8 +78,15 @@ export interface App {
   levels: LevelBus;
   changes: ChangeAnnouncer;
   lowStock: LowStockDetector;
+  stockEvents: StockEventDetector;
   settlement: Settlement;
+  sale: SaleControl;
   close(): Promise<void>;
+}
+
+export interface AppOptions {
+  /** The clock sale windows are judged by (ms since epoch); tests pass one they control. */
+  now?: (() => number) | undefined;
 }
 
 async function waitReady(redis: Cluster, timeoutMs: number): Promise<void> {
@@ -84,7 +100,8 @@ async function waitReady(redis: Cluster, timeoutMs: number): Promise<void> {
   });
 }
 
-export async function startApp(config: Readonly<Config>, logger?: Logger): Promise<App> {
+export async function startApp(config: Readonly<Config>, logger?: Logger, options: AppOptions = {}): Promise<App> {
+  const now = options.now ?? Date.now;
   const log = logger ?? createLogger(config.logLevel, { instance: config.instanceId });
   const redis = connectCluster({
     nodes: config.redisNodes,
@@ -148,9 +165,22 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     overrides: config.lowStockOverrides,
     onError,
   });
-  const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) =>
-    lowStock.check(id, returned),
-  );
+  // Sold-out / back-in-stock events; `admin` is built below (the level reads happen only after announcements).
+  const stockEvents = new StockEventDetector({
+    probeAvailable: async (id) =>
+      (await guardedStore.probe(allShards(await catalog.get(id)))).reduce((sum, s) => sum + (s.available ?? 0) + s.inTransit, 0),
+    exactLevel: (id) => admin.level(id, false),
+    marks: new RedisStockEventMarks(redis, config.namespace),
+    publish: (event) => {
+      levels.publishStockEvent(event);
+      log.info(event, event.kind === 'sold_out' ? 'sold out' : 'back in stock');
+    },
+    onError,
+  });
+  const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) => {
+    lowStock.check(id, returned);
+    stockEvents.check(id, returned);
+  });
 
   // Settlement (outbox -> JetStream -> MySQL): its in-flight count also tells a shard reload what is still on its way.
   const settlement = new Settlement({ config, redis, nats, orm, signals, stock: guardedStore, replicaAck, log });
@@ -167,8 +197,11 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     defaultShards: config.defaultShards,
     changes,
     topology: { slotOwners: () => redis.slots },
+    now,
   });
-  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes);
+  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes, now);
+  const saleSignals = new NatsSaleSignals(nats, config.namespace);
+  const sale = new SaleControl({ repo: guardErrors(new MikroSaleRepository(orm), 'the database'), catalog, signals: saleSignals, changes });
   const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);
   const sweeper = new MoveSweeper(guardedStore, reloader);
   const watch = new WatchService({
@@ -179,7 +212,14 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     maxLifetimeMs: config.maxStreamLifetimeMs,
     onError,
   });
-  const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler });
+  const audit = new AuditService({
+    coupon: (id) => catalog.get(id),
+    records: guardErrors(new MikroAuditRecords(orm), 'the database'),
+    requests: guardErrors(new RedisRequestRecords(redis, config.namespace), 'Redis'),
+    inFlight: (coupon) => settlement.inFlight.snapshot(coupon),
+    now,
+  });
+  const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler, sale, audit });
 
   // Failures are logged by the instrumented handlers, with the call's request ids; not twice.
   const onUnexpected = () => {};
@@ -296,6 +336,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
       await Promise.all(workers.map((w) => w.stop()));
       await settlement.stop();
       signals.close();
+      saleSignals.close();
       changes.close();
       await nats.drain().catch(() => nats.close());
       fence?.stop();
@@ -326,7 +367,9 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     levels,
     changes,
     lowStock,
+    stockEvents,
     settlement,
+    sale,
     close,
   };
 }

@@ -28,11 +28,14 @@ For production see deploy/ and docs/operations.md.
 
 ${COMMON_HELP}`;
 
-export const COUPON_SUMMARY = 'create a coupon, read its stock level, restock it';
+export const COUPON_SUMMARY = 'create a coupon, read its stock level, restock it, set its sale window, pause or resume it';
 export const COUPON_HELP = `Usage:
   shardstock coupon create <coupon-id> --stock N [--shards S] [--per-user-limit L]
   shardstock coupon get <coupon-id> [--shards]
   shardstock coupon restock <coupon-id> --quantity N [--request-id ID]
+  shardstock coupon window <coupon-id> [--starts-at TIME] [--ends-at TIME] [--reason TEXT]
+  shardstock coupon pause <coupon-id> [--reason TEXT]
+  shardstock coupon resume <coupon-id> [--reason TEXT]
 
 create   defines a coupon and preheats its shards; repeating the same definition is a no-op,
          a different one fails with ALREADY_EXISTS. --shards 0 (default) = the server's default.
@@ -40,17 +43,22 @@ get      the current level: Redis shards, MySQL settled remaining, what is still
          --shards adds one row per shard.
 restock  adds N units. Idempotent by request id: a random one is made and printed when not given;
          re-run with --request-id <that id> after a timeout to retry without adding twice.
+window   sets when the sale opens (--starts-at, inclusive) and closes (--ends-at, exclusive); TIME is
+         ISO 8601 (2030-01-01T10:00:00Z); a missing end is unbounded. create takes both too.
+pause    kill switch: every instance answers Deduct with sale_paused, without touching Redis;
+         Compensate still works. resume lifts it. Each change is a ledger row (SALE_*).
 
 ${COMMON_HELP}`;
 
 export const DEDUCT_SUMMARY = 'take units for a request (or run N of them with --count)';
 export const DEDUCT_HELP = `Usage:
-  shardstock deduct <coupon-id> [--quantity Q] [--user U] [--request-id ID]
+  shardstock deduct <coupon-id> [--quantity Q] [--allow-partial] [--user U] [--request-id ID]
   shardstock deduct <coupon-id> --count N [--concurrency C] [--quantity Q] [--user U | --users K] [--prefix P]
 
 One deduction: prints the outcome; exit 0 when units were deducted, 3 when the service said no (sold out,
 insufficient, user limit). A request id is made up and printed when not given: re-run with
---request-id <it> to retry safely (a replay returns the original outcome).
+--request-id <it> to retry safely (a replay returns the original outcome). --allow-partial takes what is left
+up to Q instead of answering insufficient; "granted" says how much.
 
 Load mode (--count): N deductions, at most C in flight (default 32), request ids <prefix>-<i>. Users: --user
 for all, --users K for K distinct users (user-<i mod K>), else one user per request. Shows a progress bar on
@@ -92,6 +100,22 @@ row and the ledger) for one coupon, and prints each figure with the two drifts:
 With --repair (admin role) it first brings Redis back to its bound in both directions — rebuilds lost
 shards, lowers a surplus, restores lost units, each change a REPAIR ledger row — then reports.
 Exit 0 when consistent, 3 when not (see docs/operations.md, "Drift").
+
+${COMMON_HELP}`;
+
+export const AUDIT_SUMMARY = "what happened to a request, a coupon's ledger, the anomalies (admin)";
+export const AUDIT_HELP = `Usage:
+  shardstock audit deduction <coupon-id> <request-id>
+  shardstock audit ledger <coupon-id> [--kind K[,K…]] [--user U] [--since TIME] [--until TIME] [--page-size N] [--page-token T] [--all]
+  shardstock audit anomalies [<coupon-id>] [--page-size N] [--page-token T] [--all]
+
+deduction  where one request stands: its Redis record (kept for the idempotency window), events still in
+           flight (outbox, JetStream), its ledger rows and anomalies, and one state: none, deducted,
+           compensated or refused (oversold, an anomaly).
+ledger     the coupon's ledger rows, oldest first: kinds deduct, compensate, restock, repair, sale_window,
+           sale_pause, sale_resume; occurred_at in [--since, --until). One page (default 100 rows) unless --all.
+anomalies  events MySQL refused, for one coupon or all.
+Admin role (SHARDSTOCK_CLI_TOKEN with an admin token).
 
 ${COMMON_HELP}`;
 

@@ -1,6 +1,6 @@
 // How a stock level reads on a terminal: shared by `coupon get`, `coupon restock` and `watch`.
 import type { Out } from './io.js';
-import type { PlainLevel } from './plain.js';
+import { saleRows, type PlainLevel } from './plain.js';
 import { bar, fmt, keyValues, table } from './render.js';
 
 export function printLevel(out: Out, l: PlainLevel): void {
@@ -13,6 +13,7 @@ export function printLevel(out: Out, l: PlainLevel): void {
     ['pending settlement', l.pendingSettlement],
     ['sold out', l.soldOut],
     ['observed at', l.observedAt],
+    ...saleRows(l.sale),
   ]);
   if (l.shards.length > 0) {
     out.write('\n');
@@ -27,5 +28,5 @@ export function printLevel(out: Out, l: PlainLevel): void {
 
 /** One line per update when the output is not a terminal. */
 export function levelLine(l: PlainLevel): string {
-  return `${l.observedAt ?? new Date().toISOString()}  ${l.couponId}  available=${fmt(l.available)}  deducted=${fmt(l.deducted)}  settled_remaining=${fmt(l.settledRemaining)}  pending=${fmt(l.pendingSettlement)}${l.soldOut ? '  SOLD OUT' : ''}`;
+  return `${l.observedAt ?? new Date().toISOString()}  ${l.couponId}  available=${fmt(l.available)}  deducted=${fmt(l.deducted)}  settled_remaining=${fmt(l.settledRemaining)}  pending=${fmt(l.pendingSettlement)}${l.soldOut ? '  SOLD OUT' : ''}${l.sale.status === 'open' ? '' : `  SALE ${l.sale.status.toUpperCase()}`}`;
 }

@@ -4,6 +4,8 @@ import { timestampDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import {
   CompensateOutcome,
   DeductOutcome,
+  SaleStatus,
+  type SaleState,
   type Coupon,
   type ReconcileResponse,
   type StockLevel,
@@ -19,7 +21,34 @@ export function plainCoupon(c: Coupon | undefined) {
     shardCount: c?.shardCount ?? 0,
     perUserLimit: c?.perUserLimit ?? 0,
     createdAt: iso(c?.createdAt),
+    sale: plainSale(c?.sale),
   };
+}
+
+const SALE_STATUS_NAMES: Record<SaleStatus, string> = {
+  [SaleStatus.UNSPECIFIED]: 'unspecified',
+  [SaleStatus.OPEN]: 'open',
+  [SaleStatus.NOT_STARTED]: 'not_started',
+  [SaleStatus.ENDED]: 'ended',
+  [SaleStatus.PAUSED]: 'paused',
+};
+
+/** A sale's settings; startsAt/endsAt null = unbounded. An old server sends none: open. */
+export function plainSale(s: SaleState | undefined) {
+  return {
+    status: s ? (SALE_STATUS_NAMES[s.status] ?? `unknown(${s.status})`) : 'open',
+    startsAt: iso(s?.startsAt),
+    endsAt: iso(s?.endsAt),
+    paused: s?.paused ?? false,
+  };
+}
+
+/** The sale as key/value rows for a terminal. */
+export function saleRows(s: ReturnType<typeof plainSale>): [string, string][] {
+  return [
+    ['sale', s.status],
+    ['sale window', `${s.startsAt ?? 'open'} .. ${s.endsAt ?? 'no end'}`],
+  ];
 }
 
 export type PlainLevel = ReturnType<typeof plainLevel>;
@@ -35,6 +64,7 @@ export function plainLevel(l: StockLevel | undefined) {
     soldOut: l?.soldOut ?? false,
     shards: (l?.shards ?? []).map((s) => ({ index: s.index, available: n(s.available), inTransit: n(s.inTransit) })),
     observedAt: iso(l?.observedAt),
+    sale: plainSale(l?.sale),
   };
 }
 
@@ -44,6 +74,9 @@ const DEDUCT_NAMES: Record<DeductOutcome, string> = {
   [DeductOutcome.SOLD_OUT]: 'sold_out',
   [DeductOutcome.INSUFFICIENT]: 'insufficient',
   [DeductOutcome.USER_LIMIT_EXCEEDED]: 'user_limit_exceeded',
+  [DeductOutcome.NOT_STARTED]: 'not_started',
+  [DeductOutcome.ENDED]: 'ended',
+  [DeductOutcome.SALE_PAUSED]: 'sale_paused',
 };
 
 const COMPENSATE_NAMES: Record<CompensateOutcome, string> = {

@@ -23,6 +23,7 @@ export const COMMANDS: Command[] = [
     help: help.RECONCILE_HELP,
     load: async () => (await import('./commands/reconcile.js')).run,
   },
+  { name: 'audit', summary: help.AUDIT_SUMMARY, help: help.AUDIT_HELP, load: async () => (await import('./commands/audit.js')).run },
   {
     name: 'bench',
     summary: help.BENCH_SUMMARY,

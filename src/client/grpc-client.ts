@@ -12,6 +12,18 @@ import {
   ReconcileRequestSchema,
   RestockRequestSchema,
   WatchStockRequestSchema,
+  PauseSaleRequestSchema,
+  ResumeSaleRequestSchema,
+  SetSaleWindowRequestSchema,
+  GetDeductionRequestSchema,
+  ListAnomaliesRequestSchema,
+  ListLedgerRequestSchema,
+  type GetDeductionResponse,
+  type ListAnomaliesResponse,
+  type ListLedgerResponse,
+  type PauseSaleResponse,
+  type ResumeSaleResponse,
+  type SetSaleWindowResponse,
   type CompensateResponse,
   type CreateCouponResponse,
   type DeductResponse,
@@ -38,6 +50,12 @@ export interface InventoryClient {
   compensate(req: Init<typeof CompensateRequestSchema>, o?: CallOptions): Promise<CompensateResponse>;
   reconcile(req: Init<typeof ReconcileRequestSchema>, o?: CallOptions): Promise<ReconcileResponse>;
   watchStock(req: Init<typeof WatchStockRequestSchema>, o?: CallOptions): AsyncIterable<WatchStockResponse>;
+  setSaleWindow(req: Init<typeof SetSaleWindowRequestSchema>, o?: CallOptions): Promise<SetSaleWindowResponse>;
+  pauseSale(req: Init<typeof PauseSaleRequestSchema>, o?: CallOptions): Promise<PauseSaleResponse>;
+  resumeSale(req: Init<typeof ResumeSaleRequestSchema>, o?: CallOptions): Promise<ResumeSaleResponse>;
+  getDeduction(req: Init<typeof GetDeductionRequestSchema>, o?: CallOptions): Promise<GetDeductionResponse>;
+  listLedger(req: Init<typeof ListLedgerRequestSchema>, o?: CallOptions): Promise<ListLedgerResponse>;
+  listAnomalies(req: Init<typeof ListAnomaliesRequestSchema>, o?: CallOptions): Promise<ListAnomaliesResponse>;
   close(): void;
   raw: grpc.Client;
 }
@@ -95,6 +113,12 @@ export function createInventoryClient(
     deduct: unary('deduct', DeductRequestSchema),
     compensate: unary('compensate', CompensateRequestSchema),
     reconcile: unary('reconcile', ReconcileRequestSchema),
+    setSaleWindow: unary('setSaleWindow', SetSaleWindowRequestSchema),
+    pauseSale: unary('pauseSale', PauseSaleRequestSchema),
+    resumeSale: unary('resumeSale', ResumeSaleRequestSchema),
+    getDeduction: unary('getDeduction', GetDeductionRequestSchema),
+    listLedger: unary('listLedger', ListLedgerRequestSchema),
+    listAnomalies: unary('listAnomalies', ListAnomaliesRequestSchema),
     watchStock(req, o) {
       const call = raw.watchStock!.call(
         raw,

@@ -20,6 +20,18 @@ import type {
   RestockResponse,
   WatchStockRequestSchema,
   WatchStockResponse,
+  PauseSaleRequestSchema,
+  PauseSaleResponse,
+  ResumeSaleRequestSchema,
+  ResumeSaleResponse,
+  SetSaleWindowRequestSchema,
+  SetSaleWindowResponse,
+  GetDeductionRequestSchema,
+  GetDeductionResponse,
+  ListAnomaliesRequestSchema,
+  ListAnomaliesResponse,
+  ListLedgerRequestSchema,
+  ListLedgerResponse,
 } from '../gen/inventory/v1/inventory_pb.js';
 import { ShardstockCallError, PlaintextTokenError } from './call-error.js';
 import { createInventoryClient, type CallOptions as AttemptOptions } from './grpc-client.js';
@@ -101,6 +113,16 @@ export interface ShardstockClient {
   createCoupon(req: Req<typeof CreateCouponRequestSchema>, o?: CallOptions): Promise<CreateCouponResponse & Counted>;
   getStock(req: Req<typeof GetStockRequestSchema>, o?: CallOptions): Promise<GetStockResponse & Counted>;
   reconcile(req: Req<typeof ReconcileRequestSchema>, o?: CallOptions): Promise<ReconcileResponse & Counted>;
+  /** Admin: the sale window; unset ends are open. A retry sets the same window (no second change). */
+  setSaleWindow(req: Req<typeof SetSaleWindowRequestSchema>, o?: CallOptions): Promise<SetSaleWindowResponse & Counted>;
+  /** Admin: the kill switch. A retry finds it paused already (changed = false). */
+  pauseSale(req: Req<typeof PauseSaleRequestSchema>, o?: CallOptions): Promise<PauseSaleResponse & Counted>;
+  resumeSale(req: Req<typeof ResumeSaleRequestSchema>, o?: CallOptions): Promise<ResumeSaleResponse & Counted>;
+  /** Admin: where one request stands (Redis, in flight, ledger, anomalies). */
+  getDeduction(req: Req<typeof GetDeductionRequestSchema>, o?: CallOptions): Promise<GetDeductionResponse & Counted>;
+  /** Admin: one page of a coupon's ledger; pass next_page_token back for the next. */
+  listLedger(req: Req<typeof ListLedgerRequestSchema>, o?: CallOptions): Promise<ListLedgerResponse & Counted>;
+  listAnomalies(req: Req<typeof ListAnomaliesRequestSchema>, o?: CallOptions): Promise<ListAnomaliesResponse & Counted>;
   /** The current level, then every change. A stream broken by a transport failure is opened again (its
    * first message is the level at that moment, so nothing is missed for a level view); `deadlineMs` is
    * ignored unless given per call. Stop by leaving the loop or aborting the signal. */
@@ -269,6 +291,12 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
     createCoupon: (req, o) => unary('CreateCoupon', true, undefined, (a) => raw.createCoupon(req, a), o),
     getStock: (req, o) => unary('GetStock', false, undefined, (a) => raw.getStock(req, a), o),
     reconcile: (req, o) => unary('Reconcile', false, undefined, (a) => raw.reconcile(req, a), o),
+    setSaleWindow: (req, o) => unary('SetSaleWindow', true, undefined, (a) => raw.setSaleWindow(req, a), o),
+    pauseSale: (req, o) => unary('PauseSale', true, undefined, (a) => raw.pauseSale(req, a), o),
+    resumeSale: (req, o) => unary('ResumeSale', true, undefined, (a) => raw.resumeSale(req, a), o),
+    getDeduction: (req, o) => unary('GetDeduction', false, undefined, (a) => raw.getDeduction(req, a), o),
+    listLedger: (req, o) => unary('ListLedger', false, undefined, (a) => raw.listLedger(req, a), o),
+    listAnomalies: (req, o) => unary('ListAnomalies', false, undefined, (a) => raw.listAnomalies(req, a), o),
     watchStock(req, o) {
       const signal = o?.signal;
       const metadata = headers(undefined, o?.metadata);

@@ -15,6 +15,10 @@ export function toCoupon(row: {
   preheated: boolean;
   settledRemaining: number;
   createdAt: Date;
+  saleStartsAt?: number | null | undefined;
+  saleEndsAt?: number | null | undefined;
+  salePaused?: boolean | undefined;
+  saleRevision?: number | undefined;
 }): Coupon {
   return {
     id: row.id,
@@ -26,6 +30,12 @@ export function toCoupon(row: {
     preheated: !!row.preheated,
     settledRemaining: Number(row.settledRemaining),
     createdAt: row.createdAt,
+    sale: {
+      startsAt: row.saleStartsAt == null ? null : Number(row.saleStartsAt),
+      endsAt: row.saleEndsAt == null ? null : Number(row.saleEndsAt),
+      paused: !!row.salePaused,
+      revision: row.saleRevision ?? 0,
+    },
   };
 }
 
@@ -48,6 +58,8 @@ export class MikroCouponRepository implements CouponRepository {
         createdAt: now,
         updatedAt: now,
         version: 1,
+        saleStartsAt: c.startsAt ?? null,
+        saleEndsAt: c.endsAt ?? null,
       });
       const coupon = await this.find(c.id);
       return { coupon: coupon!, created: true };

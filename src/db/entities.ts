@@ -27,12 +27,18 @@ export const CouponRow = defineEntity({
     recoveryUntil: p.bigint('number').nullable(),
     /** Recoveries completed on this coupon. */
     recoveryEpoch: p.integer().default(0),
+    /** Sale window (ms since epoch, null = unbounded) and kill switch; sale_revision orders their changes. */
+    saleStartsAt: p.bigint('number').nullable(),
+    saleEndsAt: p.bigint('number').nullable(),
+    salePaused: p.boolean().default(false),
+    saleRevision: p.integer().default(0),
   },
   indexes: [{ properties: ['createdAt'], name: 'ix_coupon_created_at' }],
 });
 
-/** REPAIR: a recovery or repair changed Redis (quantity = units added, negative when taken; reason says why). */
-export const LedgerKinds = ['DEDUCT', 'COMPENSATE', 'RESTOCK', 'REPAIR'] as const;
+/** REPAIR: a recovery or repair changed Redis (quantity = units added, negative when taken; reason says why).
+ * SALE_*: an operator changed the sale window or paused/resumed it (quantity 0; reason says what and why). */
+export const LedgerKinds = ['DEDUCT', 'COMPENSATE', 'RESTOCK', 'REPAIR', 'SALE_WINDOW', 'SALE_PAUSE', 'SALE_RESUME'] as const;
 export type LedgerKind = (typeof LedgerKinds)[number];
 
 export const LedgerRow = defineEntity({

@@ -7,6 +7,7 @@ import { entities } from './entities.js';
 import { M001Initial } from './migrations/m001-initial.js';
 import { M002Recovery } from './migrations/m002-recovery.js';
 import { M003CouponCreatedIndex } from './migrations/m003-coupon-created-index.js';
+import { M004Sale } from './migrations/m004-sale.js';
 
 export interface OrmOptions {
   url: string;
@@ -30,12 +31,27 @@ export async function openOrm(options: OrmOptions): Promise<MikroORM> {
     password: decodeURIComponent(url.password),
     ssl,
   });
+  let orm: MikroORM | undefined;
   try {
     await admin.query(`create database if not exists \`${dbName}\` character set utf8mb4`);
+    orm = await initOrm(url, dbName, options, ssl);
+    // MariaDB/MySQL DDL is not transactional and MikroORM does not lock: instances starting together would run
+    // the same migration twice. A named lock held on this connection makes them take turns.
+    const [rows] = await admin.query('select get_lock(?, 120) as got', [`shardstock:migrations:${dbName}`]);
+    if ((rows as { got: number | null }[])[0]?.got !== 1)
+      throw new Error('timed out waiting for another instance to finish the migrations');
+    await orm.migrator.up();
+    return orm;
+  } catch (err) {
+    await orm?.close();
+    throw err;
   } finally {
     await admin.end();
   }
-  const orm = await MikroORM.init({
+}
+
+function initOrm(url: URL, dbName: string, options: OrmOptions, ssl: object | undefined): Promise<MikroORM> {
+  return MikroORM.init({
     clientUrl: `${url.protocol}//${url.username ? `${url.username}${url.password ? `:${url.password}` : ''}@` : ''}${url.host}/${dbName}`,
     entities,
     extensions: [Migrator],
@@ -44,6 +60,7 @@ export async function openOrm(options: OrmOptions): Promise<MikroORM> {
         { name: 'm001-initial', class: M001Initial },
         { name: 'm002-recovery', class: M002Recovery },
         { name: 'm003-coupon-created-index', class: M003CouponCreatedIndex },
+        { name: 'm004-sale', class: M004Sale },
       ],
       transactional: false,
       snapshot: false,
@@ -55,6 +72,4 @@ export async function openOrm(options: OrmOptions): Promise<MikroORM> {
     ensureDatabase: false,
     allowGlobalContext: false,
   });
-  await orm.migrator.up();
-  return orm;
 }

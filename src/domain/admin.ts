@@ -1,18 +1,35 @@
 // Coupon administration: create (with preheating), read the level, restock.
 import { DomainError, invalid, notFound } from './errors.js';
-import type { ClusterTopology, Coupon, CouponRepository, StockChanges, StockSignals, StockStore } from './ports.js';
+import type { ClusterTopology, Coupon, CouponRepository, SaleSettings, StockChanges, StockSignals, StockStore } from './ports.js';
 import { allShards, splitEvenly } from './routing.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
 import { chooseShardTags } from '../redis/shard-tags.js';
 import * as v from './validate.js';
+import { ALWAYS_OPEN, saleStatus, saleWindow, type Instant, type SaleStatus } from './sale.js';
 
 export interface CreateCouponInput {
   couponId: string;
   totalStock: bigint;
   shardCount: number;
   perUserLimit: number;
+  /** Optional sale window; not part of the definition (a replay neither compares nor changes it). */
+  startsAt?: Instant;
+  endsAt?: Instant;
+}
+
+/** A coupon's sale settings with their status at `now`. */
+export interface SaleView {
+  startsAt: number | null;
+  endsAt: number | null;
+  paused: boolean;
+  status: SaleStatus;
+}
+
+export function saleView(sale: SaleSettings | undefined, nowMs: number): SaleView {
+  const s = sale ?? ALWAYS_OPEN;
+  return { startsAt: s.startsAt, endsAt: s.endsAt, paused: s.paused, status: saleStatus(s, nowMs) };
 }
 
 export interface StockLevel {
@@ -25,6 +42,8 @@ export interface StockLevel {
   soldOut: boolean;
   shards: { index: number; available: number; inTransit: number }[];
   observedAt: Date;
+  /** Absent only in levels built by hand (tests). */
+  sale?: SaleView;
 }
 
 export interface AdminDeps {
@@ -38,6 +57,8 @@ export interface AdminDeps {
   defaultShards: number;
   /** Told when a restock lands on the shards (WatchStock, low-stock events). */
   changes?: StockChanges | undefined;
+  /** The clock sale statuses are shown by (ms since epoch); default Date.now. */
+  now?: (() => number) | undefined;
 }
 
 /** How long a level may reuse the coupon's MySQL record (settled remaining, total): GetStock and WatchStock
@@ -73,6 +94,7 @@ export class CouponAdmin {
     if (shardCount < 1 || shardCount > v.MAX_SHARDS)
       throw invalid('shard_count', `must be in 1..${v.MAX_SHARDS} (0 = server default), got ${input.shardCount}`);
     if (input.perUserLimit < 0) throw invalid('per_user_limit', `must be >= 0 (0 = unlimited), got ${input.perUserLimit}`);
+    const window = saleWindow(input.startsAt, input.endsAt);
 
     const shardTags = chooseShardTags(id, shardCount, this.d.topology.slotOwners());
     const { coupon, created } = await this.d.repo.create({
@@ -81,6 +103,7 @@ export class CouponAdmin {
       shardCount,
       perUserLimit: input.perUserLimit,
       shardTags,
+      ...window,
     });
     if (!created && (coupon.initialStock !== total || coupon.shardCount !== shardCount || coupon.perUserLimit !== input.perUserLimit)) {
       throw new DomainError(
@@ -131,7 +154,12 @@ export class CouponAdmin {
         ? shards.map((s) => ({ index: s.index, available: s.available ?? 0, inTransit: Math.min(s.inTransit, available) }))
         : [],
       observedAt: new Date(),
+      sale: saleView(coupon.sale, this.now()),
     };
+  }
+
+  now(): number {
+    return this.d.now ? this.d.now() : Date.now();
   }
 
   async restock(input: { couponId: string; quantity: bigint; requestId: string }): Promise<{ level: StockLevel; replayed: boolean }> {

@@ -10,14 +10,25 @@ import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
 import { allShards, claimShard, homeShard, shardRef } from './routing.js';
 import * as v from './validate.js';
+import { saleStatus } from './sale.js';
 
-export type DeductOutcome = 'deducted' | 'sold_out' | 'insufficient' | 'user_limit_exceeded';
+export type DeductOutcome =
+  | 'deducted'
+  | 'sold_out'
+  | 'insufficient'
+  | 'user_limit_exceeded'
+  /** Refused from the catalog, Redis untouched (src/domain/sale.ts). */
+  | 'not_started'
+  | 'ended'
+  | 'sale_paused';
 
 export interface DeductInput {
   couponId: string;
   requestId: string;
   userId: string;
   quantity: bigint;
+  /** Grant what is left up to `quantity` rather than answering insufficient. */
+  allowPartial?: boolean;
 }
 
 export interface DeductResult {
@@ -28,6 +39,8 @@ export interface DeductResult {
   /** Units left in the serving shard right after the call. */
   remaining: number;
   shard: number;
+  /** Units the caller holds after the call: the quantity (or less, with allowPartial) when deducted, else 0. */
+  granted: number;
 }
 
 export interface DeductStats {
@@ -55,6 +68,8 @@ export class DeductService {
     private readonly maxQuantity: number,
     private readonly onError: (what: string, err: unknown) => void = () => {},
     private readonly changes?: StockChanges,
+    /** The clock sale windows are judged by (ms since epoch); tests pass their own. */
+    private readonly now: () => number = Date.now,
   ) {}
 
   async deduct(input: DeductInput, signal?: AbortSignal): Promise<DeductResult> {
@@ -65,8 +80,17 @@ export class DeductService {
     const coupon = await this.catalog.get(couponId);
     const limit = coupon.perUserLimit;
     if (limit > 0 && userId === '') throw invalid('user_id', `is required: coupon ${couponId} has a per-user limit of ${limit}`);
+    const sale = saleStatus(coupon.sale, this.now());
+    if (sale !== 'open')
+      return {
+        outcome: sale === 'paused' ? 'sale_paused' : sale,
+        replayed: false,
+        remaining: 0,
+        shard: homeShard(coupon, requestId, userId),
+        granted: 0,
+      };
     if (limit > 0 && quantity > limit)
-      return { outcome: 'user_limit_exceeded', replayed: false, remaining: 0, shard: homeShard(coupon, requestId, userId) };
+      return { outcome: 'user_limit_exceeded', replayed: false, remaining: 0, shard: homeShard(coupon, requestId, userId), granted: 0 };
 
     let keepClaim = async () => {};
     if (limit > 0) {
@@ -85,18 +109,29 @@ export class DeductService {
 
     const home = homeShard(coupon, requestId, userId);
     const homeRef = shardRef(coupon, home);
+    const partial = input.allowPartial === true;
     if (this.soldOut.isSoldOut(couponId)) {
       this.stats.soldOutFastPath++;
       // One plain read keeps replays truthful: a retried request that deducted before the sell-out must get
       // its DEDUCTED back, or its unit would be stranded with a caller who believes it failed.
       const rec = await this.store.readRequest(homeRef, requestId);
-      if (!rec) return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home };
+      if (!rec) return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
       if (rec.userId !== userId) throw conflict(requestId, 'user_id', rec.userId);
-      if (rec.quantity !== quantity) throw conflict(requestId, 'quantity', String(rec.quantity));
+      if (rec.quantity !== quantity && !(partial && rec.quantity < quantity)) throw conflict(requestId, 'quantity', String(rec.quantity));
       await keepClaim();
-      return { outcome: 'deducted', replayed: true, compensated: rec.compensated, remaining: rec.remaining, shard: home };
+      return {
+        outcome: 'deducted',
+        replayed: true,
+        compensated: rec.compensated,
+        remaining: rec.remaining,
+        shard: home,
+        granted: rec.quantity,
+      };
     }
 
+    // With allowPartial, `want` shrinks to what the coupon has left; each Lua call still takes all of `want`
+    // or nothing, so concurrent partial fills add up exactly.
+    let want = quantity;
     const req = { requestId, userId, quantity, perUserLimit: limit };
     // Move ids must be new on every call: a retry reusing one would find its credit applied and skip it,
     // destroying the units it had just taken.
@@ -108,7 +143,7 @@ export class DeductService {
     for (let round = 0; round < MAX_ROUNDS; round++) {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
-      const r = await this.store.deduct(homeRef, req, credits, creditEpoch);
+      const r = await this.store.deduct(homeRef, { ...req, quantity: want }, credits, creditEpoch);
       if (r.kind === 'stale_credits') {
         // Not acknowledged: a live source keeps the units in transit until the sweeper lands them.
         credits = [];
@@ -139,25 +174,45 @@ export class DeductService {
           // A re-check of an expired sold-out flag found stock (a missed signal): stop refusing.
           this.soldOut.clear(couponId);
           await keepClaim();
-          return { outcome: 'deducted', replayed: false, remaining: r.remaining, shard: home };
+          return { outcome: 'deducted', replayed: false, remaining: r.remaining, shard: home, granted: want };
         case 'replay':
           await keepClaim();
-          return { outcome: 'deducted', replayed: true, compensated: r.compensated, remaining: r.remaining, shard: home };
-        case 'conflict':
+          return { outcome: 'deducted', replayed: true, compensated: r.compensated, remaining: r.remaining, shard: home, granted: want };
+        case 'conflict': {
+          // A partial fill recorded fewer units than asked: a replay of it, not a conflict.
+          if (partial && r.field === 'quantity' && Number(r.recorded) < quantity) {
+            const rec = await this.store.readRequest(homeRef, requestId);
+            if (rec && rec.userId === userId) {
+              await keepClaim();
+              return {
+                outcome: 'deducted',
+                replayed: true,
+                compensated: rec.compensated,
+                remaining: rec.remaining,
+                shard: home,
+                granted: rec.quantity,
+              };
+            }
+          }
           throw conflict(requestId, r.field, r.recorded);
+        }
         case 'user_limit':
-          return { outcome: 'user_limit_exceeded', replayed: false, remaining: 0, shard: home };
+          return { outcome: 'user_limit_exceeded', replayed: false, remaining: 0, shard: home, granted: 0 };
         case 'short': {
           if (round === 0) this.stats.fallbacks++;
-          const plan = await this.planFallback(coupon, home, quantity, r.available);
+          const plan = await this.planFallback(coupon, home, want, r.available, partial);
           if (plan === 'sold_out') {
             this.soldOut.mark(couponId);
-            return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home };
+            return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
           }
-          if (plan === 'insufficient') return { outcome: 'insufficient', replayed: false, remaining: r.available, shard: home };
+          if (plan === 'insufficient') return { outcome: 'insufficient', replayed: false, remaining: r.available, shard: home, granted: 0 };
           if (plan === 'wait') {
             // Units are travelling between shards; they land within a round trip or two.
             await sleep(1 + Math.random() * 4 * (round + 1));
+            continue;
+          }
+          if ('shrinkTo' in plan) {
+            want = plan.shrinkTo;
             continue;
           }
           const taken = await this.moveIn(coupon, home, `${requestId}/${attempt}.${round}`, plan);
@@ -175,7 +230,7 @@ export class DeductService {
   /** Decides from a probe of every shard: sell-out, not enough, wait for units in transit, or where to take from.
    * Fenced shards (their master just changed) cannot give units now: they are never sources, and only when
    * nothing else can cover the request is it refused UNAVAILABLE, to retry once the fence lifts. */
-  private async planFallback(coupon: Coupon, home: number, quantity: number, homeAvailable: number) {
+  private async planFallback(coupon: Coupon, home: number, quantity: number, homeAvailable: number, partial = false) {
     const levels = await this.store.probe(allShards(coupon));
     let available = 0;
     let inTransit = 0;
@@ -195,6 +250,8 @@ export class DeductService {
     if (available + inTransit + fenced === 0) return 'sold_out' as const;
     if (available < quantity) {
       if (inTransit > 0) return 'wait' as const;
+      // A partial fill takes what the open shards have now; the next round plans for that amount.
+      if (partial && available > 0) return { shrinkTo: available };
       if (available + fenced < quantity) return 'insufficient' as const;
       throw new DomainError(
         'unavailable',

@@ -13,6 +13,18 @@ export interface Coupon {
   preheated: boolean;
   settledRemaining: number;
   createdAt: Date;
+  /** Sale window and kill switch (src/domain/sale.ts); absent on records older than them = always open. */
+  sale?: SaleSettings;
+}
+
+export interface SaleSettings {
+  /** ms since epoch; null = open since creation. */
+  startsAt: number | null;
+  /** ms since epoch, exclusive; null = no end. */
+  endsAt: number | null;
+  paused: boolean;
+  /** Bumped by every change in MySQL: an instance applies a change only if it is newer than what it holds. */
+  revision: number;
 }
 
 export interface ShardRef {
@@ -109,7 +121,11 @@ export interface RestockResult {
   quantity: number;
 }
 
-export type NewCoupon = Pick<Coupon, 'id' | 'initialStock' | 'shardCount' | 'perUserLimit' | 'shardTags'>;
+export type NewCoupon = Pick<Coupon, 'id' | 'initialStock' | 'shardCount' | 'perUserLimit' | 'shardTags'> & {
+  /** The window to set when the row is inserted (ignored when it exists). */
+  startsAt?: number | null;
+  endsAt?: number | null;
+};
 
 /** The record in MySQL. */
 export interface CouponRepository {
@@ -121,6 +137,22 @@ export interface CouponRepository {
   markRestockApplied(id: string, requestId: string): Promise<void>;
   /** Restocks committed in MySQL whose shards were not credited yet (a crash in between). */
   unappliedRestocks(olderThanMs: number): Promise<{ couponId: string; requestId: string; quantity: number }[]>;
+}
+
+/** Sale settings in MySQL: each change with its audit ledger row (quantity 0) in one transaction. */
+export interface SaleRepository {
+  /** null: no such coupon. changed = false when nothing differed (then no ledger row is written). */
+  changeSale(
+    couponId: string,
+    change: Partial<Pick<SaleSettings, 'startsAt' | 'endsAt' | 'paused'>>,
+    audit: { kind: 'SALE_WINDOW' | 'SALE_PAUSE' | 'SALE_RESUME'; reason: string },
+  ): Promise<{ sale: SaleSettings; changed: boolean } | null>;
+}
+
+/** Sale changes between instances over NATS core (each instance also re-reads them in the background). */
+export interface SaleSignals {
+  saleChanged(couponId: string, sale: SaleSettings): void;
+  onSaleChanged(listener: (couponId: string, sale: SaleSettings) => void): () => void;
 }
 
 /** Cross-instance signals over NATS core (fire-and-forget; every instance also re-checks on its own). */

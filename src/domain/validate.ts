@@ -36,3 +36,16 @@ export function text(field: string, value: string, max: number): string {
   if (/[\u0000-\u001f\u007f]/.test(value)) throw invalid(field, 'must not contain control characters');
   return value;
 }
+
+/** Latest instant accepted for a timestamp field (9999-12-31T23:59:59Z). */
+export const MAX_INSTANT_S = 253_402_300_799n;
+
+/** A protobuf Timestamp as ms since epoch; null when unset. */
+export function instant(field: string, value: { seconds: bigint; nanos: number } | undefined): number | null {
+  if (value === undefined) return null;
+  if (value.seconds < 0n || value.seconds > MAX_INSTANT_S)
+    throw invalid(field, `must be between 1970-01-01 and 9999-12-31, got ${value.seconds} seconds`);
+  if (!Number.isInteger(value.nanos) || value.nanos < 0 || value.nanos > 999_999_999)
+    throw invalid(field, `nanos must be in 0..999999999, got ${value.nanos}`);
+  return Number(value.seconds) * 1000 + Math.floor(value.nanos / 1_000_000);
+}

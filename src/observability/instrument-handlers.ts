@@ -19,6 +19,9 @@ const DEDUCT_NAMES: Record<number, string> = {
   [DeductOutcome.SOLD_OUT]: 'sold_out',
   [DeductOutcome.INSUFFICIENT]: 'insufficient',
   [DeductOutcome.USER_LIMIT_EXCEEDED]: 'user_limit_exceeded',
+  [DeductOutcome.NOT_STARTED]: 'not_started',
+  [DeductOutcome.ENDED]: 'ended',
+  [DeductOutcome.SALE_PAUSED]: 'sale_paused',
 };
 
 const COMPENSATE_NAMES: Record<number, string> = {
@@ -136,6 +139,20 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
       (r) => COMPENSATE_NAMES[r.outcome] ?? 'unknown',
     ),
     reconcile: unary('Reconcile', (req, ctx) => h.reconcile(req, ctx)),
+    setSaleWindow: unary('SetSaleWindow', (req, ctx) => h.setSaleWindow(req, ctx)),
+    getDeduction: unary('GetDeduction', (req, ctx) => h.getDeduction(req, ctx)),
+    listLedger: unary('ListLedger', (req, ctx) => h.listLedger(req, ctx)),
+    listAnomalies: unary('ListAnomalies', (req, ctx) => h.listAnomalies(req, ctx)),
+    pauseSale: unary(
+      'PauseSale',
+      (req, ctx) => h.pauseSale(req, ctx),
+      (r) => (r.changed ? 'ok' : 'unchanged'),
+    ),
+    resumeSale: unary(
+      'ResumeSale',
+      (req, ctx) => h.resumeSale(req, ctx),
+      (r) => (r.changed ? 'ok' : 'unchanged'),
+    ),
 
     async *watchStock(req, ctx) {
       const method = 'WatchStock';

@@ -50,5 +50,11 @@ export function lowStockKey(namespace: string, couponId: string): string {
   return `${namespace}:lowstock:{${couponId}}`;
 }
 
+/** string per coupon, present while the coupon is sold out: SET NX fires the sold-out event once per crossing,
+ *  the DEL that removes it fires back-in-stock once (src/watch/stock-events.ts). */
+export function soldOutMarkKey(namespace: string, couponId: string): string {
+  return `${namespace}:soldout:{${couponId}}`;
+}
+
 /** Consumer group every service instance joins on every outbox stream. */
 export const RELAY_GROUP = 'relay';

@@ -43,6 +43,12 @@ export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRou
     deduct: (req, ctx) => call('Deduct', ctx, () => handlers.deduct(req, callContext(ctx))),
     compensate: (req, ctx) => call('Compensate', ctx, () => handlers.compensate(req, callContext(ctx))),
     reconcile: (req, ctx) => call('Reconcile', ctx, () => handlers.reconcile(req, callContext(ctx))),
+    setSaleWindow: (req, ctx) => call('SetSaleWindow', ctx, () => handlers.setSaleWindow(req, callContext(ctx))),
+    pauseSale: (req, ctx) => call('PauseSale', ctx, () => handlers.pauseSale(req, callContext(ctx))),
+    resumeSale: (req, ctx) => call('ResumeSale', ctx, () => handlers.resumeSale(req, callContext(ctx))),
+    getDeduction: (req, ctx) => call('GetDeduction', ctx, () => handlers.getDeduction(req, callContext(ctx))),
+    listLedger: (req, ctx) => call('ListLedger', ctx, () => handlers.listLedger(req, callContext(ctx))),
+    listAnomalies: (req, ctx) => call('ListAnomalies', ctx, () => handlers.listAnomalies(req, callContext(ctx))),
     async *watchStock(req, ctx) {
       let release: (() => void) | undefined;
       try {

@@ -29,8 +29,30 @@ import {
   type StockLevel as StockLevelMsg,
   type WatchStockRequest,
   type WatchStockResponse,
+  PauseSaleResponseSchema,
+  ResumeSaleResponseSchema,
+  SetSaleWindowResponseSchema,
+  type PauseSaleRequest,
+  type PauseSaleResponse,
+  type ResumeSaleRequest,
+  type ResumeSaleResponse,
+  type SetSaleWindowRequest,
+  type SetSaleWindowResponse,
+  ListAnomaliesResponseSchema,
+  ListLedgerResponseSchema,
+  type GetDeductionRequest,
+  type GetDeductionResponse,
+  type ListAnomaliesRequest,
+  type ListAnomaliesResponse,
+  type ListLedgerRequest,
+  type ListLedgerResponse,
 } from '../gen/inventory/v1/inventory_pb.js';
-import type { CouponAdmin, StockLevel } from '../domain/admin.js';
+import type { AuditService } from '../audit/audit-service.js';
+import { anomalyMessage, deductionMessage, ledgerEntryMessage, ledgerKinds } from './audit-messages.js';
+import { saleView, type CouponAdmin, type StockLevel } from '../domain/admin.js';
+import type { SaleControl } from '../domain/sale.js';
+import type { SaleSettings } from '../domain/ports.js';
+import { instantOf, saleMessage } from './sale-messages.js';
 import type { CompensateOutcome as DomainCompensateOutcome, CompensateService } from '../domain/compensate.js';
 import type { DeductOutcome as DomainDeductOutcome, DeductService } from '../domain/deduct.js';
 import { DomainError } from '../domain/errors.js';
@@ -51,6 +73,12 @@ export interface InventoryHandlers {
   compensate(req: CompensateRequest, ctx: CallContext): Promise<CompensateResponse>;
   watchStock(req: WatchStockRequest, ctx: CallContext): AsyncIterable<WatchStockResponse>;
   reconcile(req: ReconcileRequest, ctx: CallContext): Promise<ReconcileResponse>;
+  setSaleWindow(req: SetSaleWindowRequest, ctx: CallContext): Promise<SetSaleWindowResponse>;
+  pauseSale(req: PauseSaleRequest, ctx: CallContext): Promise<PauseSaleResponse>;
+  resumeSale(req: ResumeSaleRequest, ctx: CallContext): Promise<ResumeSaleResponse>;
+  getDeduction(req: GetDeductionRequest, ctx: CallContext): Promise<GetDeductionResponse>;
+  listLedger(req: ListLedgerRequest, ctx: CallContext): Promise<ListLedgerResponse>;
+  listAnomalies(req: ListAnomaliesRequest, ctx: CallContext): Promise<ListAnomaliesResponse>;
 }
 
 export interface HandlerDeps {
@@ -59,6 +87,8 @@ export interface HandlerDeps {
   compensate: CompensateService;
   reconcile?: { reconcile(couponId: string, options?: { repair?: boolean }): Promise<Reconciliation> } | undefined;
   watch?: { watch(couponId: string, minIntervalMs: number, signal: AbortSignal): AsyncIterable<StockLevel> } | undefined;
+  sale?: SaleControl | undefined;
+  audit?: AuditService | undefined;
 }
 
 const DEDUCT_OUTCOMES: Record<DomainDeductOutcome, DeductOutcome> = {
@@ -66,6 +96,9 @@ const DEDUCT_OUTCOMES: Record<DomainDeductOutcome, DeductOutcome> = {
   sold_out: DeductOutcome.SOLD_OUT,
   insufficient: DeductOutcome.INSUFFICIENT,
   user_limit_exceeded: DeductOutcome.USER_LIMIT_EXCEEDED,
+  not_started: DeductOutcome.NOT_STARTED,
+  ended: DeductOutcome.ENDED,
+  sale_paused: DeductOutcome.SALE_PAUSED,
 };
 
 const COMPENSATE_OUTCOMES: Record<DomainCompensateOutcome, CompensateOutcome> = {
@@ -85,14 +118,24 @@ export function levelMessage(l: StockLevel): StockLevelMsg {
     soldOut: l.soldOut,
     shards: l.shards.map((s) => ({ index: s.index, available: BigInt(s.available), inTransit: BigInt(s.inTransit) })),
     observedAt: timestampFromDate(l.observedAt),
+    sale: saleMessage(l.sale),
   });
 }
 
 export function createHandlers(d: HandlerDeps): InventoryHandlers {
   const watchMessages = new WeakMap<StockLevel, WatchStockResponse>();
+  const sale = () => {
+    if (!d.sale) throw new DomainError('unimplemented', 'sale control is not served by this instance');
+    return d.sale;
+  };
+  const audit = () => {
+    if (!d.audit) throw new DomainError('unimplemented', 'the audit API is not served by this instance');
+    return d.audit;
+  };
+  const saleNow = (s: SaleSettings) => saleMessage(saleView(s, d.admin.now()));
   return {
     async createCoupon(req) {
-      const { coupon, created } = await d.admin.create(req);
+      const { coupon, created } = await d.admin.create({ ...req, startsAt: instantOf(req.startsAt), endsAt: instantOf(req.endsAt) });
       return create(CreateCouponResponseSchema, {
         created,
         coupon: create(CouponSchema, {
@@ -101,6 +144,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
           shardCount: coupon.shardCount,
           perUserLimit: coupon.perUserLimit,
           createdAt: timestampFromDate(coupon.createdAt),
+          sale: saleMessage(saleView(coupon.sale, d.admin.now())),
         }),
       });
     },
@@ -122,12 +166,42 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
         compensated: r.compensated ?? false,
         remaining: BigInt(r.remaining),
         shard: r.shard,
+        granted: BigInt(r.granted),
       });
     },
 
     async compensate(req, ctx) {
       const r = await d.compensate.compensate(req, ctx.signal);
       return create(CompensateResponseSchema, { outcome: COMPENSATE_OUTCOMES[r.outcome], remaining: BigInt(r.remaining) });
+    },
+
+    async setSaleWindow(req) {
+      const r = await sale().setWindow({ ...req, startsAt: instantOf(req.startsAt), endsAt: instantOf(req.endsAt) });
+      return create(SetSaleWindowResponseSchema, { sale: saleNow(r.sale) });
+    },
+
+    async pauseSale(req) {
+      const r = await sale().pause(req);
+      return create(PauseSaleResponseSchema, { sale: saleNow(r.sale), changed: r.changed });
+    },
+
+    async resumeSale(req) {
+      const r = await sale().resume(req);
+      return create(ResumeSaleResponseSchema, { sale: saleNow(r.sale), changed: r.changed });
+    },
+
+    async getDeduction(req) {
+      return deductionMessage(await audit().deduction(req));
+    },
+
+    async listLedger(req) {
+      const r = await audit().ledger({ ...req, kinds: ledgerKinds(req.kinds), since: instantOf(req.since), until: instantOf(req.until) });
+      return create(ListLedgerResponseSchema, { entries: r.entries.map(ledgerEntryMessage), nextPageToken: r.nextPageToken });
+    },
+
+    async listAnomalies(req) {
+      const r = await audit().anomalies(req);
+      return create(ListAnomaliesResponseSchema, { anomalies: r.anomalies.map(anomalyMessage), nextPageToken: r.nextPageToken });
     },
 
     async *watchStock(req, ctx) {

@@ -18,6 +18,7 @@ export interface FeedTiming {
 export function levelSignature(l: StockLevel): string {
   let s = `${l.totalStock}|${l.available}|${l.deducted}|${l.settledRemaining}|${l.pendingSettlement}|`;
   for (const sh of l.shards) s += `${sh.available}:${sh.inTransit},`;
+  if (l.sale) s += `|${l.sale.status}:${l.sale.startsAt}:${l.sale.endsAt}`;
   return s;
 }
 

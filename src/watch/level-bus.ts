@@ -1,5 +1,6 @@
-// Stock-level news between instances over NATS core: "coupon X changed" pings on <ns>.levels.<coupon> and
-// low-stock events on <ns>.alerts.low_stock.<coupon>. A ping carries no level: each instance that has
+// Stock-level news between instances over NATS core: "coupon X changed" pings on <ns>.levels.<coupon>,
+// low-stock events on <ns>.alerts.low_stock.<coupon>, sold-out and back-in-stock events on
+// <ns>.alerts.sold_out.<coupon> and <ns>.alerts.back_in_stock.<coupon> (docs/observability.md). A ping carries no level: each instance that has
 // watchers reads the level itself, so levels from several publishers can never arrive out of order.
 import { StringCodec, type NatsConnection, type Subscription } from 'nats';
 
@@ -42,6 +43,14 @@ export class LevelBus {
 
   publishLowStock(event: LowStockEvent): void {
     this.publish(this.lowStockSubject(event.couponId), event);
+  }
+
+  stockEventSubject(kind: 'sold_out' | 'back_in_stock', couponId: string): string {
+    return `${this.namespace}.alerts.${kind}.${subjectToken(couponId)}`;
+  }
+
+  publishStockEvent(event: { couponId: string; kind: 'sold_out' | 'back_in_stock' }): void {
+    this.publish(this.stockEventSubject(event.kind, event.couponId), event);
   }
 
   /** One NATS subscription; the caller keeps one per coupon and fans out locally. */

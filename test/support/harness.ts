@@ -2,7 +2,7 @@
 // each test file works on real Redis Cluster, NATS JetStream and MariaDB without seeing the others' data.
 import { randomBytes } from 'node:crypto';
 import { loadConfig, type Config } from '../../src/config.js';
-import { startApp, type App } from '../../src/app/app.js';
+import { startApp, type App, type AppOptions } from '../../src/app/app.js';
 import { createInventoryClient, type InventoryClient } from '../../src/client/grpc-client.js';
 import { createLogger } from '../../src/util/logger.js';
 
@@ -22,7 +22,7 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+export async function startTestApp(env: Record<string, string> = {}, options: AppOptions = {}): Promise<TestApp> {
   const namespace = env.SHARDSTOCK_NAMESPACE ?? `t${randomBytes(4).toString('hex')}`;
   const fullEnv: Record<string, string> = {
     SHARDSTOCK_GRPC_ADDR: '127.0.0.1:0',
@@ -34,7 +34,7 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
     ...env,
   };
   const config: Readonly<Config> = loadConfig(fullEnv);
-  const app = await startApp(config, createLogger(config.logLevel));
+  const app = await startApp(config, createLogger(config.logLevel), options);
   const grpcAddr = `127.0.0.1:${app.grpcPort}`;
   const client = createInventoryClient(grpcAddr);
   return {

@@ -4,7 +4,7 @@ import type { RunFn } from '../command.js';
 import { EXIT } from '../errors.js';
 import { println, type Io } from '../io.js';
 import { runLoad, type LoadSummary } from '../load.js';
-import { int, noMorePositionals, parse, positional, str, type OptionSpec } from '../options.js';
+import { flag, int, noMorePositionals, parse, positional, str, type OptionSpec } from '../options.js';
 import { deductOutcomeName } from '../plain.js';
 import { ProgressBar } from '../progress.js';
 import { fmt, json, keyValues, table } from '../render.js';
@@ -18,10 +18,19 @@ const OPTIONS: OptionSpec = {
   count: { type: 'string' },
   concurrency: { type: 'string' },
   prefix: { type: 'string' },
+  'allow-partial': { type: 'boolean' },
 };
 
-async function single(s: Session, io: Io, couponId: string, quantity: bigint, userId: string, requestId: string): Promise<number> {
-  const r = await s.call('Deduct', (o) => s.client.deduct({ couponId, requestId, userId, quantity }, o));
+async function single(
+  s: Session,
+  io: Io,
+  couponId: string,
+  quantity: bigint,
+  userId: string,
+  requestId: string,
+  allowPartial: boolean,
+): Promise<number> {
+  const r = await s.call('Deduct', (o) => s.client.deduct({ couponId, requestId, userId, quantity, allowPartial }, o));
   const outcome = deductOutcomeName(r.outcome);
   const result = {
     couponId,
@@ -30,6 +39,7 @@ async function single(s: Session, io: Io, couponId: string, quantity: bigint, us
     replayed: r.replayed,
     remaining: Number(r.remaining),
     shard: r.shard,
+    granted: Number(r.granted),
     attempts: r.attempts,
   };
   if (s.json) json(io.stdout, result);
@@ -39,6 +49,7 @@ async function single(s: Session, io: Io, couponId: string, quantity: bigint, us
       ['coupon', couponId],
       ['request id', requestId],
       ['quantity', Number(quantity)],
+      ['granted', result.granted],
       ['shard', r.shard],
       ['shard remaining', result.remaining],
     ]);
@@ -71,7 +82,15 @@ export const run: RunFn = async (argv, io) => {
   const s = openSession(p, io);
   try {
     if (str(p, 'count') === undefined) {
-      return await single(s, io, couponId, quantity, str(p, 'user') ?? '', str(p, 'request-id') ?? `cli-${randomUUID()}`);
+      return await single(
+        s,
+        io,
+        couponId,
+        quantity,
+        str(p, 'user') ?? '',
+        str(p, 'request-id') ?? `cli-${randomUUID()}`,
+        flag(p, 'allow-partial'),
+      );
     }
     const count = int(p, 'count', undefined, 1, 100_000_000);
     const concurrency = int(p, 'concurrency', 32, 1, 10_000);

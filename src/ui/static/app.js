@@ -68,6 +68,15 @@ function setStatus(text, cls) {
   el.className = `status ${cls ?? ''}`;
 }
 
+/** The sale's status as a badge when it is not open (paused, not started, ended) and its window in the footer. */
+function renderSale(sale) {
+  const status = (sale?.status ?? 'SALE_STATUS_OPEN').replace('SALE_STATUS_', '').replace('_', ' ');
+  $('sale').hidden = status === 'OPEN';
+  $('sale').textContent = `SALE ${status}`;
+  const at = (t) => (t ? new Date(t).toLocaleString() : null);
+  $('sale-window').textContent = `${status.toLowerCase()} · ${at(sale?.startsAt) ?? 'open'} – ${at(sale?.endsAt) ?? 'no end'}`;
+}
+
 function render(level) {
   const total = num(level.totalStock);
   const available = num(level.available);
@@ -79,6 +88,7 @@ function render(level) {
   $('settled').textContent = fmt.format(settled);
   $('pending').textContent = fmt.format(num(level.pendingSettlement));
   $('sold-out').hidden = !level.soldOut;
+  renderSale(level.sale);
   $('bar-deducted').style.width = `${total ? Math.min(100, (deducted / total) * 100) : 0}%`;
   $('bar-settled').style.width = `${total ? Math.min(100, (settled / total) * 100) : 0}%`;
   $('updates').textContent = String(++updates);
@@ -125,6 +135,7 @@ async function watch(couponId) {
   $('detail').hidden = false;
   $('coupon-id').textContent = couponId;
   $('shards').replaceChildren();
+  $('audit-out').hidden = true;
   for (const b of document.querySelectorAll('nav button')) b.setAttribute('aria-current', String(b.dataset.coupon === couponId));
   while (!controller.signal.aborted) {
     try {
@@ -139,6 +150,44 @@ async function watch(couponId) {
       setStatus(`disconnected (${err.message}), retrying…`, 'down');
     }
     await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+/** One Connect unary call with JSON; throws "code: message" on an error answer. */
+async function connectUnary(method, request) {
+  const res = await fetch(`/inventory.v1.InventoryService/${method}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'connect-protocol-version': '1' },
+    body: JSON.stringify(request),
+  });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(`${body.code ?? res.status}: ${body.message ?? res.statusText}`);
+  return body;
+}
+
+/** The audit view of one request (GetDeduction): its state and where each part of it stands. */
+async function lookUp(event) {
+  event.preventDefault();
+  const out = $('audit-out');
+  out.hidden = false;
+  const requestId = $('audit-request').value.trim();
+  if (!current || !requestId) return;
+  try {
+    const d = await connectUnary('GetDeduction', { couponId: current.couponId, requestId });
+    const at = (t) => (t ? new Date(t).toLocaleString() : '–');
+    const lines = [`${(d.state ?? '').replace('DEDUCTION_STATE_', '')}${d.settled ? ' · settled in MySQL' : ''}`];
+    if (d.redis)
+      lines.push(
+        `redis: ${num(d.redis.quantity)} units on shard ${num(d.redis.shard)} at ${at(d.redis.deductedAt)}${d.redis.compensated ? ', compensated' : ''}${d.redis.refused ? ', refused by MySQL' : ''}`,
+      );
+    for (const e of d.inFlight ?? [])
+      lines.push(`in flight: ${e.kind.replace('LEDGER_KIND_', '')} ${num(e.quantity)} (${e.seenIn.join(', ')})`);
+    for (const l of d.ledger ?? [])
+      lines.push(`ledger: ${l.kind.replace('LEDGER_KIND_', '')} ${num(l.quantity)} settled ${at(l.settledAt)}`);
+    for (const a of d.anomalies ?? []) lines.push(`anomaly: ${a.kind.replace('LEDGER_KIND_', '')} ${a.reason}`);
+    out.textContent = lines.join('\n');
+  } catch (err) {
+    out.textContent = err.message;
   }
 }
 
@@ -183,6 +232,7 @@ $('token-form').addEventListener('submit', (e) => {
   if (current) void watch(current.couponId);
 });
 
+$('audit').addEventListener('submit', (e) => void lookUp(e));
 await loadCoupons();
 const fromHash = decodeURIComponent(location.hash.slice(1));
 if (fromHash) void watch(fromHash);

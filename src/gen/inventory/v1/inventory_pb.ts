@@ -15,7 +15,47 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file inventory/v1/inventory.proto.
  */
 export const file_inventory_v1_inventory: GenFile = /*@__PURE__*/
-  fileDesc("ChxpbnZlbnRvcnkvdjEvaW52ZW50b3J5LnByb3RvEgxpbnZlbnRvcnkudjEijQEKBkNvdXBvbhIRCgljb3Vwb25faWQYASABKAkSEwoLdG90YWxfc3RvY2sYAiABKAMSEwoLc2hhcmRfY291bnQYAyABKAUSFgoOcGVyX3VzZXJfbGltaXQYBCABKAUSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiagoTQ3JlYXRlQ291cG9uUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEwoLdG90YWxfc3RvY2sYAiABKAMSEwoLc2hhcmRfY291bnQYAyABKAUSFgoOcGVyX3VzZXJfbGltaXQYBCABKAUiTQoUQ3JlYXRlQ291cG9uUmVzcG9uc2USJAoGY291cG9uGAEgASgLMhQuaW52ZW50b3J5LnYxLkNvdXBvbhIPCgdjcmVhdGVkGAIgASgIIjwKD0dldFN0b2NrUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSFgoOaW5jbHVkZV9zaGFyZHMYAiABKAgiQgoKU2hhcmRMZXZlbBINCgVpbmRleBgBIAEoBRIRCglhdmFpbGFibGUYAiABKAMSEgoKaW5fdHJhbnNpdBgDIAEoAyL9AQoKU3RvY2tMZXZlbBIRCgljb3Vwb25faWQYASABKAkSEwoLdG90YWxfc3RvY2sYAiABKAMSEQoJYXZhaWxhYmxlGAMgASgDEhAKCGRlZHVjdGVkGAQgASgDEhkKEXNldHRsZWRfcmVtYWluaW5nGAUgASgDEhoKEnBlbmRpbmdfc2V0dGxlbWVudBgGIAEoAxIQCghzb2xkX291dBgHIAEoCBIoCgZzaGFyZHMYCCADKAsyGC5pbnZlbnRvcnkudjEuU2hhcmRMZXZlbBIvCgtvYnNlcnZlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOwoQR2V0U3RvY2tSZXNwb25zZRInCgVsZXZlbBgBIAEoCzIYLmludmVudG9yeS52MS5TdG9ja0xldmVsIkkKDlJlc3RvY2tSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIQCghxdWFudGl0eRgCIAEoAxISCgpyZXF1ZXN0X2lkGAMgASgJIkwKD1Jlc3RvY2tSZXNwb25zZRInCgVsZXZlbBgBIAEoCzIYLmludmVudG9yeS52MS5TdG9ja0xldmVsEhAKCHJlcGxheWVkGAIgASgIIlkKDURlZHVjdFJlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSDwoHdXNlcl9pZBgDIAEoCRIQCghxdWFudGl0eRgEIAEoAyKHAQoORGVkdWN0UmVzcG9uc2USLAoHb3V0Y29tZRgBIAEoDjIbLmludmVudG9yeS52MS5EZWR1Y3RPdXRjb21lEhAKCHJlcGxheWVkGAIgASgIEhEKCXJlbWFpbmluZxgDIAEoAxINCgVzaGFyZBgEIAEoBRITCgtjb21wZW5zYXRlZBgFIAEoCCJKChFDb21wZW5zYXRlUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkiWQoSQ29tcGVuc2F0ZVJlc3BvbnNlEjAKB291dGNvbWUYASABKA4yHy5pbnZlbnRvcnkudjEuQ29tcGVuc2F0ZU91dGNvbWUSEQoJcmVtYWluaW5nGAIgASgDIj8KEVdhdGNoU3RvY2tSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIXCg9taW5faW50ZXJ2YWxfbXMYAiABKAUiPQoSV2F0Y2hTdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwiNQoQUmVjb25jaWxlUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSDgoGcmVwYWlyGAIgASgIIugDChFSZWNvbmNpbGVSZXNwb25zZRIRCgljb3Vwb25faWQYASABKAkSEwoLdG90YWxfc3RvY2sYAiABKAMSFwoPbGVkZ2VyX2RlZHVjdGVkGAMgASgDEhoKEmxlZGdlcl9jb21wZW5zYXRlZBgEIAEoAxIYChBsZWRnZXJfcmVzdG9ja2VkGAUgASgDEhkKEXNldHRsZWRfcmVtYWluaW5nGAYgASgDEhcKD3JlZGlzX2F2YWlsYWJsZRgHIAEoAxIaChJyZWRpc19uZXRfZGVkdWN0ZWQYCCABKAMSFQoNaW5fZmxpZ2h0X25ldBgJIAEoAxIVCg1vdXRib3hfZXZlbnRzGAogASgDEhkKEWpldHN0cmVhbV9wZW5kaW5nGAsgASgDEhUKDWFub21hbHlfdW5pdHMYDCABKAMSEQoJYW5vbWFsaWVzGA0gASgDEhQKDGxlZGdlcl9kcmlmdBgOIAEoAxITCgtyZWRpc19kcmlmdBgPIAEoAxISCgpjb25zaXN0ZW50GBAgASgIEi4KCmNoZWNrZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEioKBnJlcGFpchgSIAEoCzIaLmludmVudG9yeS52MS5SZXBhaXJSZXBvcnQipwEKDFJlcGFpclJlcG9ydBIWCg5yZWJ1aWx0X3NoYXJkcxgBIAMoBRIUCgxsb2FkZWRfdW5pdHMYAiABKAMSFQoNbG93ZXJlZF91bml0cxgDIAEoAxIWCg5yZXN0b3JlZF91bml0cxgEIAEoAxIYChByZXN0b3JlZF9yZWNvcmRzGAUgASgDEg0KBWJvdW5kGAYgASgDEhEKCXBhdXNlZF9tcxgHIAEoAyqyAQoNRGVkdWN0T3V0Y29tZRIeChpERURVQ1RfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhsKF0RFRFVDVF9PVVRDT01FX0RFRFVDVEVEEAESGwoXREVEVUNUX09VVENPTUVfU09MRF9PVVQQAhIfChtERURVQ1RfT1VUQ09NRV9JTlNVRkZJQ0lFTlQQAxImCiJERURVQ1RfT1VUQ09NRV9VU0VSX0xJTUlUX0VYQ0VFREVEEAQqrAEKEUNvbXBlbnNhdGVPdXRjb21lEiIKHkNPTVBFTlNBVEVfT1VUQ09NRV9VTlNQRUNJRklFRBAAEiIKHkNPTVBFTlNBVEVfT1VUQ09NRV9DT01QRU5TQVRFRBABEioKJkNPTVBFTlNBVEVfT1VUQ09NRV9BTFJFQURZX0NPTVBFTlNBVEVEEAISIwofQ09NUEVOU0FURV9PVVRDT01FX05PVF9ERURVQ1RFRBADMrgEChBJbnZlbnRvcnlTZXJ2aWNlElUKDENyZWF0ZUNvdXBvbhIhLmludmVudG9yeS52MS5DcmVhdGVDb3Vwb25SZXF1ZXN0GiIuaW52ZW50b3J5LnYxLkNyZWF0ZUNvdXBvblJlc3BvbnNlEk4KCEdldFN0b2NrEh0uaW52ZW50b3J5LnYxLkdldFN0b2NrUmVxdWVzdBoeLmludmVudG9yeS52MS5HZXRTdG9ja1Jlc3BvbnNlIgOQAgESRgoHUmVzdG9jaxIcLmludmVudG9yeS52MS5SZXN0b2NrUmVxdWVzdBodLmludmVudG9yeS52MS5SZXN0b2NrUmVzcG9uc2USQwoGRGVkdWN0EhsuaW52ZW50b3J5LnYxLkRlZHVjdFJlcXVlc3QaHC5pbnZlbnRvcnkudjEuRGVkdWN0UmVzcG9uc2USTwoKQ29tcGVuc2F0ZRIfLmludmVudG9yeS52MS5Db21wZW5zYXRlUmVxdWVzdBogLmludmVudG9yeS52MS5Db21wZW5zYXRlUmVzcG9uc2USUQoKV2F0Y2hTdG9jaxIfLmludmVudG9yeS52MS5XYXRjaFN0b2NrUmVxdWVzdBogLmludmVudG9yeS52MS5XYXRjaFN0b2NrUmVzcG9uc2UwARJMCglSZWNvbmNpbGUSHi5pbnZlbnRvcnkudjEuUmVjb25jaWxlUmVxdWVzdBofLmludmVudG9yeS52MS5SZWNvbmNpbGVSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChxpbnZlbnRvcnkvdjEvaW52ZW50b3J5LnByb3RvEgxpbnZlbnRvcnkudjEioQEKCVNhbGVTdGF0ZRItCglzdGFydHNfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKB2VuZHNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBhdXNlZBgDIAEoCBIoCgZzdGF0dXMYBCABKA4yGC5pbnZlbnRvcnkudjEuU2FsZVN0YXR1cyK0AQoGQ291cG9uEhEKCWNvdXBvbl9pZBgBIAEoCRITCgt0b3RhbF9zdG9jaxgCIAEoAxITCgtzaGFyZF9jb3VudBgDIAEoBRIWCg5wZXJfdXNlcl9saW1pdBgEIAEoBRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgRzYWxlGAYgASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZSLGAQoTQ3JlYXRlQ291cG9uUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEwoLdG90YWxfc3RvY2sYAiABKAMSEwoLc2hhcmRfY291bnQYAyABKAUSFgoOcGVyX3VzZXJfbGltaXQYBCABKAUSLQoJc3RhcnRzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgdlbmRzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJNChRDcmVhdGVDb3Vwb25SZXNwb25zZRIkCgZjb3Vwb24YASABKAsyFC5pbnZlbnRvcnkudjEuQ291cG9uEg8KB2NyZWF0ZWQYAiABKAgiPAoPR2V0U3RvY2tSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIWCg5pbmNsdWRlX3NoYXJkcxgCIAEoCCJCCgpTaGFyZExldmVsEg0KBWluZGV4GAEgASgFEhEKCWF2YWlsYWJsZRgCIAEoAxISCgppbl90cmFuc2l0GAMgASgDIqQCCgpTdG9ja0xldmVsEhEKCWNvdXBvbl9pZBgBIAEoCRITCgt0b3RhbF9zdG9jaxgCIAEoAxIRCglhdmFpbGFibGUYAyABKAMSEAoIZGVkdWN0ZWQYBCABKAMSGQoRc2V0dGxlZF9yZW1haW5pbmcYBSABKAMSGgoScGVuZGluZ19zZXR0bGVtZW50GAYgASgDEhAKCHNvbGRfb3V0GAcgASgIEigKBnNoYXJkcxgIIAMoCzIYLmludmVudG9yeS52MS5TaGFyZExldmVsEi8KC29ic2VydmVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgRzYWxlGAogASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZSI7ChBHZXRTdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwiSQoOUmVzdG9ja1JlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhAKCHF1YW50aXR5GAIgASgDEhIKCnJlcXVlc3RfaWQYAyABKAkiTAoPUmVzdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwSEAoIcmVwbGF5ZWQYAiABKAgicAoNRGVkdWN0UmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIPCgd1c2VyX2lkGAMgASgJEhAKCHF1YW50aXR5GAQgASgDEhUKDWFsbG93X3BhcnRpYWwYBSABKAgimAEKDkRlZHVjdFJlc3BvbnNlEiwKB291dGNvbWUYASABKA4yGy5pbnZlbnRvcnkudjEuRGVkdWN0T3V0Y29tZRIQCghyZXBsYXllZBgCIAEoCBIRCglyZW1haW5pbmcYAyABKAMSDQoFc2hhcmQYBCABKAUSEwoLY29tcGVuc2F0ZWQYBSABKAgSDwoHZ3JhbnRlZBgGIAEoAyJKChFDb21wZW5zYXRlUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkiWQoSQ29tcGVuc2F0ZVJlc3BvbnNlEjAKB291dGNvbWUYASABKA4yHy5pbnZlbnRvcnkudjEuQ29tcGVuc2F0ZU91dGNvbWUSEQoJcmVtYWluaW5nGAIgASgDIj8KEVdhdGNoU3RvY2tSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIXCg9taW5faW50ZXJ2YWxfbXMYAiABKAUiPQoSV2F0Y2hTdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwiNQoQUmVjb25jaWxlUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSDgoGcmVwYWlyGAIgASgIIugDChFSZWNvbmNpbGVSZXNwb25zZRIRCgljb3Vwb25faWQYASABKAkSEwoLdG90YWxfc3RvY2sYAiABKAMSFwoPbGVkZ2VyX2RlZHVjdGVkGAMgASgDEhoKEmxlZGdlcl9jb21wZW5zYXRlZBgEIAEoAxIYChBsZWRnZXJfcmVzdG9ja2VkGAUgASgDEhkKEXNldHRsZWRfcmVtYWluaW5nGAYgASgDEhcKD3JlZGlzX2F2YWlsYWJsZRgHIAEoAxIaChJyZWRpc19uZXRfZGVkdWN0ZWQYCCABKAMSFQoNaW5fZmxpZ2h0X25ldBgJIAEoAxIVCg1vdXRib3hfZXZlbnRzGAogASgDEhkKEWpldHN0cmVhbV9wZW5kaW5nGAsgASgDEhUKDWFub21hbHlfdW5pdHMYDCABKAMSEQoJYW5vbWFsaWVzGA0gASgDEhQKDGxlZGdlcl9kcmlmdBgOIAEoAxITCgtyZWRpc19kcmlmdBgPIAEoAxISCgpjb25zaXN0ZW50GBAgASgIEi4KCmNoZWNrZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEioKBnJlcGFpchgSIAEoCzIaLmludmVudG9yeS52MS5SZXBhaXJSZXBvcnQipwEKDFJlcGFpclJlcG9ydBIWCg5yZWJ1aWx0X3NoYXJkcxgBIAMoBRIUCgxsb2FkZWRfdW5pdHMYAiABKAMSFQoNbG93ZXJlZF91bml0cxgDIAEoAxIWCg5yZXN0b3JlZF91bml0cxgEIAEoAxIYChByZXN0b3JlZF9yZWNvcmRzGAUgASgDEg0KBWJvdW5kGAYgASgDEhEKCXBhdXNlZF9tcxgHIAEoAyKVAQoUU2V0U2FsZVdpbmRvd1JlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEi0KCXN0YXJ0c19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoHZW5kc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAQgASgJIj4KFVNldFNhbGVXaW5kb3dSZXNwb25zZRIlCgRzYWxlGAEgASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZSI1ChBQYXVzZVNhbGVSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiSwoRUGF1c2VTYWxlUmVzcG9uc2USJQoEc2FsZRgBIAEoCzIXLmludmVudG9yeS52MS5TYWxlU3RhdGUSDwoHY2hhbmdlZBgCIAEoCCI2ChFSZXN1bWVTYWxlUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSDgoGcmVhc29uGAIgASgJIkwKElJlc3VtZVNhbGVSZXNwb25zZRIlCgRzYWxlGAEgASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZRIPCgdjaGFuZ2VkGAIgASgIIosCCgtMZWRnZXJFbnRyeRIKCgJpZBgBIAEoAxIRCgljb3Vwb25faWQYAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRImCgRraW5kGAQgASgOMhguaW52ZW50b3J5LnYxLkxlZGdlcktpbmQSEAoIcXVhbnRpdHkYBSABKAMSDwoHdXNlcl9pZBgGIAEoCRINCgVzaGFyZBgHIAEoBRIOCgZyZWFzb24YCCABKAkSLwoLb2NjdXJyZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnNldHRsZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIvkBCgdBbm9tYWx5EgoKAmlkGAEgASgDEhAKCGV2ZW50X2lkGAIgASgJEhEKCWNvdXBvbl9pZBgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEiYKBGtpbmQYBSABKA4yGC5pbnZlbnRvcnkudjEuTGVkZ2VyS2luZBIQCghxdWFudGl0eRgGIAEoAxINCgVzaGFyZBgHIAEoBRIOCgZyZWFzb24YCCABKAkSDgoGZGV0YWlsGAkgASgJEhAKCHJlZnVuZGVkGAogASgIEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjwKE0dldERlZHVjdGlvblJlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkiqwEKDVJlcXVlc3RSZWNvcmQSDQoFc2hhcmQYASABKAUSDwoHdXNlcl9pZBgCIAEoCRIQCghxdWFudGl0eRgDIAEoAxIRCglyZW1haW5pbmcYBCABKAMSEwoLY29tcGVuc2F0ZWQYBSABKAgSDwoHcmVmdXNlZBgGIAEoCBIvCgtkZWR1Y3RlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiiwEKDUluRmxpZ2h0RXZlbnQSJgoEa2luZBgBIAEoDjIYLmludmVudG9yeS52MS5MZWRnZXJLaW5kEhAKCHF1YW50aXR5GAIgASgDEg8KB3NlZW5faW4YAyADKAkSLwoLb2NjdXJyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItwCChRHZXREZWR1Y3Rpb25SZXNwb25zZRIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIrCgVzdGF0ZRgDIAEoDjIcLmludmVudG9yeS52MS5EZWR1Y3Rpb25TdGF0ZRIPCgdzZXR0bGVkGAQgASgIEioKBXJlZGlzGAUgASgLMhsuaW52ZW50b3J5LnYxLlJlcXVlc3RSZWNvcmQSLgoJaW5fZmxpZ2h0GAYgAygLMhsuaW52ZW50b3J5LnYxLkluRmxpZ2h0RXZlbnQSKQoGbGVkZ2VyGAcgAygLMhkuaW52ZW50b3J5LnYxLkxlZGdlckVudHJ5EigKCWFub21hbGllcxgIIAMoCzIVLmludmVudG9yeS52MS5Bbm9tYWx5Ei4KCmNoZWNrZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIt0BChFMaXN0TGVkZ2VyUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcGFnZV90b2tlbhgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSJwoFa2luZHMYBCADKA4yGC5pbnZlbnRvcnkudjEuTGVkZ2VyS2luZBIPCgd1c2VyX2lkGAUgASgJEikKBXNpbmNlGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV1bnRpbBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiWQoSTGlzdExlZGdlclJlc3BvbnNlEioKB2VudHJpZXMYASADKAsyGS5pbnZlbnRvcnkudjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlAKFExpc3RBbm9tYWxpZXNSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRISCgpwYWdlX3Rva2VuGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBSJaChVMaXN0QW5vbWFsaWVzUmVzcG9uc2USKAoJYW5vbWFsaWVzGAEgAygLMhUuaW52ZW50b3J5LnYxLkFub21hbHkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKosBCgpTYWxlU3RhdHVzEhsKF1NBTEVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFAoQU0FMRV9TVEFUVVNfT1BFThABEhsKF1NBTEVfU1RBVFVTX05PVF9TVEFSVEVEEAISFQoRU0FMRV9TVEFUVVNfRU5ERUQQAxIWChJTQUxFX1NUQVRVU19QQVVTRUQQBCqMAgoNRGVkdWN0T3V0Y29tZRIeChpERURVQ1RfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhsKF0RFRFVDVF9PVVRDT01FX0RFRFVDVEVEEAESGwoXREVEVUNUX09VVENPTUVfU09MRF9PVVQQAhIfChtERURVQ1RfT1VUQ09NRV9JTlNVRkZJQ0lFTlQQAxImCiJERURVQ1RfT1VUQ09NRV9VU0VSX0xJTUlUX0VYQ0VFREVEEAQSHgoaREVEVUNUX09VVENPTUVfTk9UX1NUQVJURUQQBRIYChRERURVQ1RfT1VUQ09NRV9FTkRFRBAGEh4KGkRFRFVDVF9PVVRDT01FX1NBTEVfUEFVU0VEEAcqrAEKEUNvbXBlbnNhdGVPdXRjb21lEiIKHkNPTVBFTlNBVEVfT1VUQ09NRV9VTlNQRUNJRklFRBAAEiIKHkNPTVBFTlNBVEVfT1VUQ09NRV9DT01QRU5TQVRFRBABEioKJkNPTVBFTlNBVEVfT1VUQ09NRV9BTFJFQURZX0NPTVBFTlNBVEVEEAISIwofQ09NUEVOU0FURV9PVVRDT01FX05PVF9ERURVQ1RFRBADKuQBCgpMZWRnZXJLaW5kEhsKF0xFREdFUl9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSTEVER0VSX0tJTkRfREVEVUNUEAESGgoWTEVER0VSX0tJTkRfQ09NUEVOU0FURRACEhcKE0xFREdFUl9LSU5EX1JFU1RPQ0sQAxIWChJMRURHRVJfS0lORF9SRVBBSVIQBBIbChdMRURHRVJfS0lORF9TQUxFX1dJTkRPVxAFEhoKFkxFREdFUl9LSU5EX1NBTEVfUEFVU0UQBhIbChdMRURHRVJfS0lORF9TQUxFX1JFU1VNRRAHKqcBCg5EZWR1Y3Rpb25TdGF0ZRIfChtERURVQ1RJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIYChRERURVQ1RJT05fU1RBVEVfTk9ORRABEhwKGERFRFVDVElPTl9TVEFURV9ERURVQ1RFRBACEh8KG0RFRFVDVElPTl9TVEFURV9DT01QRU5TQVRFRBADEhsKF0RFRFVDVElPTl9TVEFURV9SRUZVU0VEEAQywggKEEludmVudG9yeVNlcnZpY2USVQoMQ3JlYXRlQ291cG9uEiEuaW52ZW50b3J5LnYxLkNyZWF0ZUNvdXBvblJlcXVlc3QaIi5pbnZlbnRvcnkudjEuQ3JlYXRlQ291cG9uUmVzcG9uc2USTgoIR2V0U3RvY2sSHS5pbnZlbnRvcnkudjEuR2V0U3RvY2tSZXF1ZXN0Gh4uaW52ZW50b3J5LnYxLkdldFN0b2NrUmVzcG9uc2UiA5ACARJGCgdSZXN0b2NrEhwuaW52ZW50b3J5LnYxLlJlc3RvY2tSZXF1ZXN0Gh0uaW52ZW50b3J5LnYxLlJlc3RvY2tSZXNwb25zZRJDCgZEZWR1Y3QSGy5pbnZlbnRvcnkudjEuRGVkdWN0UmVxdWVzdBocLmludmVudG9yeS52MS5EZWR1Y3RSZXNwb25zZRJPCgpDb21wZW5zYXRlEh8uaW52ZW50b3J5LnYxLkNvbXBlbnNhdGVSZXF1ZXN0GiAuaW52ZW50b3J5LnYxLkNvbXBlbnNhdGVSZXNwb25zZRJRCgpXYXRjaFN0b2NrEh8uaW52ZW50b3J5LnYxLldhdGNoU3RvY2tSZXF1ZXN0GiAuaW52ZW50b3J5LnYxLldhdGNoU3RvY2tSZXNwb25zZTABEkwKCVJlY29uY2lsZRIeLmludmVudG9yeS52MS5SZWNvbmNpbGVSZXF1ZXN0Gh8uaW52ZW50b3J5LnYxLlJlY29uY2lsZVJlc3BvbnNlElgKDVNldFNhbGVXaW5kb3cSIi5pbnZlbnRvcnkudjEuU2V0U2FsZVdpbmRvd1JlcXVlc3QaIy5pbnZlbnRvcnkudjEuU2V0U2FsZVdpbmRvd1Jlc3BvbnNlEkwKCVBhdXNlU2FsZRIeLmludmVudG9yeS52MS5QYXVzZVNhbGVSZXF1ZXN0Gh8uaW52ZW50b3J5LnYxLlBhdXNlU2FsZVJlc3BvbnNlEk8KClJlc3VtZVNhbGUSHy5pbnZlbnRvcnkudjEuUmVzdW1lU2FsZVJlcXVlc3QaIC5pbnZlbnRvcnkudjEuUmVzdW1lU2FsZVJlc3BvbnNlEloKDEdldERlZHVjdGlvbhIhLmludmVudG9yeS52MS5HZXREZWR1Y3Rpb25SZXF1ZXN0GiIuaW52ZW50b3J5LnYxLkdldERlZHVjdGlvblJlc3BvbnNlIgOQAgESVAoKTGlzdExlZGdlchIfLmludmVudG9yeS52MS5MaXN0TGVkZ2VyUmVxdWVzdBogLmludmVudG9yeS52MS5MaXN0TGVkZ2VyUmVzcG9uc2UiA5ACARJdCg1MaXN0QW5vbWFsaWVzEiIuaW52ZW50b3J5LnYxLkxpc3RBbm9tYWxpZXNSZXF1ZXN0GiMuaW52ZW50b3J5LnYxLkxpc3RBbm9tYWxpZXNSZXNwb25zZSIDkAIBYgZwcm90bzM", [file_google_protobuf_timestamp]);
+
+/**
+ * When a coupon may be deducted: from starts_at (inclusive) to ends_at (exclusive), unless paused.
+ *
+ * @generated from message inventory.v1.SaleState
+ */
+export type SaleState = Message<"inventory.v1.SaleState"> & {
+  /**
+   * Unset: open since creation.
+   *
+   * @generated from field: google.protobuf.Timestamp starts_at = 1;
+   */
+  startsAt?: Timestamp | undefined;
+
+  /**
+   * Unset: no end.
+   *
+   * @generated from field: google.protobuf.Timestamp ends_at = 2;
+   */
+  endsAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: bool paused = 3;
+   */
+  paused: boolean;
+
+  /**
+   * As of the answer's time on the server's clock.
+   *
+   * @generated from field: inventory.v1.SaleStatus status = 4;
+   */
+  status: SaleStatus;
+};
+
+/**
+ * Describes the message inventory.v1.SaleState.
+ * Use `create(SaleStateSchema)` to create a new message.
+ */
+export const SaleStateSchema: GenMessage<SaleState> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 0);
 
 /**
  * @generated from message inventory.v1.Coupon
@@ -47,6 +87,11 @@ export type Coupon = Message<"inventory.v1.Coupon"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 5;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: inventory.v1.SaleState sale = 6;
+   */
+  sale?: SaleState | undefined;
 };
 
 /**
@@ -54,7 +99,7 @@ export type Coupon = Message<"inventory.v1.Coupon"> & {
  * Use `create(CouponSchema)` to create a new message.
  */
 export const CouponSchema: GenMessage<Coupon> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 0);
+  messageDesc(file_inventory_v1_inventory, 1);
 
 /**
  * @generated from message inventory.v1.CreateCouponRequest
@@ -87,6 +132,19 @@ export type CreateCouponRequest = Message<"inventory.v1.CreateCouponRequest"> & 
    * @generated from field: int32 per_user_limit = 4;
    */
   perUserLimit: number;
+
+  /**
+   * The sale window (optional, either end). Not part of the definition: a replay does not change or compare
+   * it (use SetSaleWindow); the response shows the window in force.
+   *
+   * @generated from field: google.protobuf.Timestamp starts_at = 5;
+   */
+  startsAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp ends_at = 6;
+   */
+  endsAt?: Timestamp | undefined;
 };
 
 /**
@@ -94,7 +152,7 @@ export type CreateCouponRequest = Message<"inventory.v1.CreateCouponRequest"> & 
  * Use `create(CreateCouponRequestSchema)` to create a new message.
  */
 export const CreateCouponRequestSchema: GenMessage<CreateCouponRequest> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 1);
+  messageDesc(file_inventory_v1_inventory, 2);
 
 /**
  * @generated from message inventory.v1.CreateCouponResponse
@@ -118,7 +176,7 @@ export type CreateCouponResponse = Message<"inventory.v1.CreateCouponResponse"> 
  * Use `create(CreateCouponResponseSchema)` to create a new message.
  */
 export const CreateCouponResponseSchema: GenMessage<CreateCouponResponse> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 2);
+  messageDesc(file_inventory_v1_inventory, 3);
 
 /**
  * @generated from message inventory.v1.GetStockRequest
@@ -140,7 +198,7 @@ export type GetStockRequest = Message<"inventory.v1.GetStockRequest"> & {
  * Use `create(GetStockRequestSchema)` to create a new message.
  */
 export const GetStockRequestSchema: GenMessage<GetStockRequest> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 3);
+  messageDesc(file_inventory_v1_inventory, 4);
 
 /**
  * @generated from message inventory.v1.ShardLevel
@@ -169,7 +227,7 @@ export type ShardLevel = Message<"inventory.v1.ShardLevel"> & {
  * Use `create(ShardLevelSchema)` to create a new message.
  */
 export const ShardLevelSchema: GenMessage<ShardLevel> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 4);
+  messageDesc(file_inventory_v1_inventory, 5);
 
 /**
  * @generated from message inventory.v1.StockLevel
@@ -228,6 +286,11 @@ export type StockLevel = Message<"inventory.v1.StockLevel"> & {
    * @generated from field: google.protobuf.Timestamp observed_at = 9;
    */
   observedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: inventory.v1.SaleState sale = 10;
+   */
+  sale?: SaleState | undefined;
 };
 
 /**
@@ -235,7 +298,7 @@ export type StockLevel = Message<"inventory.v1.StockLevel"> & {
  * Use `create(StockLevelSchema)` to create a new message.
  */
 export const StockLevelSchema: GenMessage<StockLevel> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 5);
+  messageDesc(file_inventory_v1_inventory, 6);
 
 /**
  * @generated from message inventory.v1.GetStockResponse
@@ -252,7 +315,7 @@ export type GetStockResponse = Message<"inventory.v1.GetStockResponse"> & {
  * Use `create(GetStockResponseSchema)` to create a new message.
  */
 export const GetStockResponseSchema: GenMessage<GetStockResponse> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 6);
+  messageDesc(file_inventory_v1_inventory, 7);
 
 /**
  * @generated from message inventory.v1.RestockRequest
@@ -281,7 +344,7 @@ export type RestockRequest = Message<"inventory.v1.RestockRequest"> & {
  * Use `create(RestockRequestSchema)` to create a new message.
  */
 export const RestockRequestSchema: GenMessage<RestockRequest> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 7);
+  messageDesc(file_inventory_v1_inventory, 8);
 
 /**
  * @generated from message inventory.v1.RestockResponse
@@ -303,7 +366,7 @@ export type RestockResponse = Message<"inventory.v1.RestockResponse"> & {
  * Use `create(RestockResponseSchema)` to create a new message.
  */
 export const RestockResponseSchema: GenMessage<RestockResponse> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 8);
+  messageDesc(file_inventory_v1_inventory, 9);
 
 /**
  * @generated from message inventory.v1.DeductRequest
@@ -334,6 +397,14 @@ export type DeductRequest = Message<"inventory.v1.DeductRequest"> & {
    * @generated from field: int64 quantity = 4;
    */
   quantity: bigint;
+
+  /**
+   * Grant what is left, up to quantity, instead of answering INSUFFICIENT; `granted` says how much. A replay
+   * (same request_id, quantity and allow_partial) returns the granted amount.
+   *
+   * @generated from field: bool allow_partial = 5;
+   */
+  allowPartial: boolean;
 };
 
 /**
@@ -341,7 +412,7 @@ export type DeductRequest = Message<"inventory.v1.DeductRequest"> & {
  * Use `create(DeductRequestSchema)` to create a new message.
  */
 export const DeductRequestSchema: GenMessage<DeductRequest> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 9);
+  messageDesc(file_inventory_v1_inventory, 10);
 
 /**
  * @generated from message inventory.v1.DeductResponse
@@ -376,6 +447,13 @@ export type DeductResponse = Message<"inventory.v1.DeductResponse"> & {
    * @generated from field: bool compensated = 5;
    */
   compensated: boolean;
+
+  /**
+   * Units the caller now holds: quantity on DEDUCTED (fewer only with allow_partial), 0 otherwise.
+   *
+   * @generated from field: int64 granted = 6;
+   */
+  granted: bigint;
 };
 
 /**
@@ -383,7 +461,7 @@ export type DeductResponse = Message<"inventory.v1.DeductResponse"> & {
  * Use `create(DeductResponseSchema)` to create a new message.
  */
 export const DeductResponseSchema: GenMessage<DeductResponse> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 10);
+  messageDesc(file_inventory_v1_inventory, 11);
 
 /**
  * @generated from message inventory.v1.CompensateRequest
@@ -414,7 +492,7 @@ export type CompensateRequest = Message<"inventory.v1.CompensateRequest"> & {
  * Use `create(CompensateRequestSchema)` to create a new message.
  */
 export const CompensateRequestSchema: GenMessage<CompensateRequest> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 11);
+  messageDesc(file_inventory_v1_inventory, 12);
 
 /**
  * @generated from message inventory.v1.CompensateResponse
@@ -438,7 +516,7 @@ export type CompensateResponse = Message<"inventory.v1.CompensateResponse"> & {
  * Use `create(CompensateResponseSchema)` to create a new message.
  */
 export const CompensateResponseSchema: GenMessage<CompensateResponse> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 12);
+  messageDesc(file_inventory_v1_inventory, 13);
 
 /**
  * @generated from message inventory.v1.WatchStockRequest
@@ -462,7 +540,7 @@ export type WatchStockRequest = Message<"inventory.v1.WatchStockRequest"> & {
  * Use `create(WatchStockRequestSchema)` to create a new message.
  */
 export const WatchStockRequestSchema: GenMessage<WatchStockRequest> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 13);
+  messageDesc(file_inventory_v1_inventory, 14);
 
 /**
  * @generated from message inventory.v1.WatchStockResponse
@@ -479,7 +557,7 @@ export type WatchStockResponse = Message<"inventory.v1.WatchStockResponse"> & {
  * Use `create(WatchStockResponseSchema)` to create a new message.
  */
 export const WatchStockResponseSchema: GenMessage<WatchStockResponse> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 14);
+  messageDesc(file_inventory_v1_inventory, 15);
 
 /**
  * @generated from message inventory.v1.ReconcileRequest
@@ -504,7 +582,7 @@ export type ReconcileRequest = Message<"inventory.v1.ReconcileRequest"> & {
  * Use `create(ReconcileRequestSchema)` to create a new message.
  */
 export const ReconcileRequestSchema: GenMessage<ReconcileRequest> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 15);
+  messageDesc(file_inventory_v1_inventory, 16);
 
 /**
  * @generated from message inventory.v1.ReconcileResponse
@@ -622,7 +700,7 @@ export type ReconcileResponse = Message<"inventory.v1.ReconcileResponse"> & {
  * Use `create(ReconcileResponseSchema)` to create a new message.
  */
 export const ReconcileResponseSchema: GenMessage<ReconcileResponse> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 16);
+  messageDesc(file_inventory_v1_inventory, 17);
 
 /**
  * @generated from message inventory.v1.RepairReport
@@ -677,7 +755,659 @@ export type RepairReport = Message<"inventory.v1.RepairReport"> & {
  * Use `create(RepairReportSchema)` to create a new message.
  */
 export const RepairReportSchema: GenMessage<RepairReport> = /*@__PURE__*/
-  messageDesc(file_inventory_v1_inventory, 17);
+  messageDesc(file_inventory_v1_inventory, 18);
+
+/**
+ * @generated from message inventory.v1.SetSaleWindowRequest
+ */
+export type SetSaleWindowRequest = Message<"inventory.v1.SetSaleWindowRequest"> & {
+  /**
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * Unset: open since creation.
+   *
+   * @generated from field: google.protobuf.Timestamp starts_at = 2;
+   */
+  startsAt?: Timestamp | undefined;
+
+  /**
+   * Unset: no end. Must be after starts_at when both are set.
+   *
+   * @generated from field: google.protobuf.Timestamp ends_at = 3;
+   */
+  endsAt?: Timestamp | undefined;
+
+  /**
+   * Free text kept in the ledger, at most 256 characters.
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message inventory.v1.SetSaleWindowRequest.
+ * Use `create(SetSaleWindowRequestSchema)` to create a new message.
+ */
+export const SetSaleWindowRequestSchema: GenMessage<SetSaleWindowRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 19);
+
+/**
+ * @generated from message inventory.v1.SetSaleWindowResponse
+ */
+export type SetSaleWindowResponse = Message<"inventory.v1.SetSaleWindowResponse"> & {
+  /**
+   * @generated from field: inventory.v1.SaleState sale = 1;
+   */
+  sale?: SaleState | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.SetSaleWindowResponse.
+ * Use `create(SetSaleWindowResponseSchema)` to create a new message.
+ */
+export const SetSaleWindowResponseSchema: GenMessage<SetSaleWindowResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 20);
+
+/**
+ * @generated from message inventory.v1.PauseSaleRequest
+ */
+export type PauseSaleRequest = Message<"inventory.v1.PauseSaleRequest"> & {
+  /**
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * Free text kept in the ledger, at most 256 characters.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message inventory.v1.PauseSaleRequest.
+ * Use `create(PauseSaleRequestSchema)` to create a new message.
+ */
+export const PauseSaleRequestSchema: GenMessage<PauseSaleRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 21);
+
+/**
+ * @generated from message inventory.v1.PauseSaleResponse
+ */
+export type PauseSaleResponse = Message<"inventory.v1.PauseSaleResponse"> & {
+  /**
+   * @generated from field: inventory.v1.SaleState sale = 1;
+   */
+  sale?: SaleState | undefined;
+
+  /**
+   * False when the sale was already paused (nothing recorded).
+   *
+   * @generated from field: bool changed = 2;
+   */
+  changed: boolean;
+};
+
+/**
+ * Describes the message inventory.v1.PauseSaleResponse.
+ * Use `create(PauseSaleResponseSchema)` to create a new message.
+ */
+export const PauseSaleResponseSchema: GenMessage<PauseSaleResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 22);
+
+/**
+ * @generated from message inventory.v1.ResumeSaleRequest
+ */
+export type ResumeSaleRequest = Message<"inventory.v1.ResumeSaleRequest"> & {
+  /**
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * Free text kept in the ledger, at most 256 characters.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message inventory.v1.ResumeSaleRequest.
+ * Use `create(ResumeSaleRequestSchema)` to create a new message.
+ */
+export const ResumeSaleRequestSchema: GenMessage<ResumeSaleRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 23);
+
+/**
+ * @generated from message inventory.v1.ResumeSaleResponse
+ */
+export type ResumeSaleResponse = Message<"inventory.v1.ResumeSaleResponse"> & {
+  /**
+   * @generated from field: inventory.v1.SaleState sale = 1;
+   */
+  sale?: SaleState | undefined;
+
+  /**
+   * False when the sale was not paused (nothing recorded).
+   *
+   * @generated from field: bool changed = 2;
+   */
+  changed: boolean;
+};
+
+/**
+ * Describes the message inventory.v1.ResumeSaleResponse.
+ * Use `create(ResumeSaleResponseSchema)` to create a new message.
+ */
+export const ResumeSaleResponseSchema: GenMessage<ResumeSaleResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 24);
+
+/**
+ * One row of the MySQL ledger.
+ *
+ * @generated from message inventory.v1.LedgerEntry
+ */
+export type LedgerEntry = Message<"inventory.v1.LedgerEntry"> & {
+  /**
+   * Increasing: the order rows were settled in.
+   *
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from field: string coupon_id = 2;
+   */
+  couponId: string;
+
+  /**
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+
+  /**
+   * @generated from field: inventory.v1.LedgerKind kind = 4;
+   */
+  kind: LedgerKind;
+
+  /**
+   * @generated from field: int64 quantity = 5;
+   */
+  quantity: bigint;
+
+  /**
+   * @generated from field: string user_id = 6;
+   */
+  userId: string;
+
+  /**
+   * -1 when not tied to a shard.
+   *
+   * @generated from field: int32 shard = 7;
+   */
+  shard: number;
+
+  /**
+   * @generated from field: string reason = 8;
+   */
+  reason: string;
+
+  /**
+   * When Redis applied it (or the admin change was made).
+   *
+   * @generated from field: google.protobuf.Timestamp occurred_at = 9;
+   */
+  occurredAt?: Timestamp | undefined;
+
+  /**
+   * When MySQL recorded it.
+   *
+   * @generated from field: google.protobuf.Timestamp settled_at = 10;
+   */
+  settledAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.LedgerEntry.
+ * Use `create(LedgerEntrySchema)` to create a new message.
+ */
+export const LedgerEntrySchema: GenMessage<LedgerEntry> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 25);
+
+/**
+ * An event MySQL refused to apply.
+ *
+ * @generated from message inventory.v1.Anomaly
+ */
+export type Anomaly = Message<"inventory.v1.Anomaly"> & {
+  /**
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * The JetStream message id: <D|C>:<coupon>:<request>.
+   *
+   * @generated from field: string event_id = 2;
+   */
+  eventId: string;
+
+  /**
+   * @generated from field: string coupon_id = 3;
+   */
+  couponId: string;
+
+  /**
+   * @generated from field: string request_id = 4;
+   */
+  requestId: string;
+
+  /**
+   * DEDUCT or COMPENSATE.
+   *
+   * @generated from field: inventory.v1.LedgerKind kind = 5;
+   */
+  kind: LedgerKind;
+
+  /**
+   * @generated from field: int64 quantity = 6;
+   */
+  quantity: bigint;
+
+  /**
+   * @generated from field: int32 shard = 7;
+   */
+  shard: number;
+
+  /**
+   * Why it was refused, e.g. oversold.
+   *
+   * @generated from field: string reason = 8;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string detail = 9;
+   */
+  detail: string;
+
+  /**
+   * The units went back to the Redis shard.
+   *
+   * @generated from field: bool refunded = 10;
+   */
+  refunded: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 11;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.Anomaly.
+ * Use `create(AnomalySchema)` to create a new message.
+ */
+export const AnomalySchema: GenMessage<Anomaly> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 26);
+
+/**
+ * @generated from message inventory.v1.GetDeductionRequest
+ */
+export type GetDeductionRequest = Message<"inventory.v1.GetDeductionRequest"> & {
+  /**
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message inventory.v1.GetDeductionRequest.
+ * Use `create(GetDeductionRequestSchema)` to create a new message.
+ */
+export const GetDeductionRequestSchema: GenMessage<GetDeductionRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 27);
+
+/**
+ * The request record in Redis (kept for the idempotency window).
+ *
+ * @generated from message inventory.v1.RequestRecord
+ */
+export type RequestRecord = Message<"inventory.v1.RequestRecord"> & {
+  /**
+   * @generated from field: int32 shard = 1;
+   */
+  shard: number;
+
+  /**
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: int64 quantity = 3;
+   */
+  quantity: bigint;
+
+  /**
+   * Units left in the shard right after the deduction.
+   *
+   * @generated from field: int64 remaining = 4;
+   */
+  remaining: bigint;
+
+  /**
+   * @generated from field: bool compensated = 5;
+   */
+  compensated: boolean;
+
+  /**
+   * Settlement marked it refused by MySQL.
+   *
+   * @generated from field: bool refused = 6;
+   */
+  refused: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp deducted_at = 7;
+   */
+  deductedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.RequestRecord.
+ * Use `create(RequestRecordSchema)` to create a new message.
+ */
+export const RequestRecordSchema: GenMessage<RequestRecord> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 28);
+
+/**
+ * A settlement event not in MySQL yet.
+ *
+ * @generated from message inventory.v1.InFlightEvent
+ */
+export type InFlightEvent = Message<"inventory.v1.InFlightEvent"> & {
+  /**
+   * DEDUCT or COMPENSATE.
+   *
+   * @generated from field: inventory.v1.LedgerKind kind = 1;
+   */
+  kind: LedgerKind;
+
+  /**
+   * @generated from field: int64 quantity = 2;
+   */
+  quantity: bigint;
+
+  /**
+   * Where it was seen: "outbox" (Redis) and/or "jetstream".
+   *
+   * @generated from field: repeated string seen_in = 3;
+   */
+  seenIn: string[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp occurred_at = 4;
+   */
+  occurredAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.InFlightEvent.
+ * Use `create(InFlightEventSchema)` to create a new message.
+ */
+export const InFlightEventSchema: GenMessage<InFlightEvent> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 29);
+
+/**
+ * @generated from message inventory.v1.GetDeductionResponse
+ */
+export type GetDeductionResponse = Message<"inventory.v1.GetDeductionResponse"> & {
+  /**
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+
+  /**
+   * @generated from field: inventory.v1.DeductionState state = 3;
+   */
+  state: DeductionState;
+
+  /**
+   * True once the deduction is in the MySQL ledger.
+   *
+   * @generated from field: bool settled = 4;
+   */
+  settled: boolean;
+
+  /**
+   * Unset when Redis has no record (never deducted, or expired after the idempotency window).
+   *
+   * @generated from field: inventory.v1.RequestRecord redis = 5;
+   */
+  redis?: RequestRecord | undefined;
+
+  /**
+   * @generated from field: repeated inventory.v1.InFlightEvent in_flight = 6;
+   */
+  inFlight: InFlightEvent[];
+
+  /**
+   * Its DEDUCT and COMPENSATE ledger rows.
+   *
+   * @generated from field: repeated inventory.v1.LedgerEntry ledger = 7;
+   */
+  ledger: LedgerEntry[];
+
+  /**
+   * @generated from field: repeated inventory.v1.Anomaly anomalies = 8;
+   */
+  anomalies: Anomaly[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp checked_at = 9;
+   */
+  checkedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.GetDeductionResponse.
+ * Use `create(GetDeductionResponseSchema)` to create a new message.
+ */
+export const GetDeductionResponseSchema: GenMessage<GetDeductionResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 30);
+
+/**
+ * @generated from message inventory.v1.ListLedgerRequest
+ */
+export type ListLedgerRequest = Message<"inventory.v1.ListLedgerRequest"> & {
+  /**
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * From the previous page's next_page_token; empty for the first page.
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+
+  /**
+   * 1..1000; 0 = 100.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * Only these kinds; empty = all.
+   *
+   * @generated from field: repeated inventory.v1.LedgerKind kinds = 4;
+   */
+  kinds: LedgerKind[];
+
+  /**
+   * Only this user's rows; empty = all.
+   *
+   * @generated from field: string user_id = 5;
+   */
+  userId: string;
+
+  /**
+   * occurred_at in [since, until); unset = unbounded.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 6;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp until = 7;
+   */
+  until?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.ListLedgerRequest.
+ * Use `create(ListLedgerRequestSchema)` to create a new message.
+ */
+export const ListLedgerRequestSchema: GenMessage<ListLedgerRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 31);
+
+/**
+ * @generated from message inventory.v1.ListLedgerResponse
+ */
+export type ListLedgerResponse = Message<"inventory.v1.ListLedgerResponse"> & {
+  /**
+   * @generated from field: repeated inventory.v1.LedgerEntry entries = 1;
+   */
+  entries: LedgerEntry[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message inventory.v1.ListLedgerResponse.
+ * Use `create(ListLedgerResponseSchema)` to create a new message.
+ */
+export const ListLedgerResponseSchema: GenMessage<ListLedgerResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 32);
+
+/**
+ * @generated from message inventory.v1.ListAnomaliesRequest
+ */
+export type ListAnomaliesRequest = Message<"inventory.v1.ListAnomaliesRequest"> & {
+  /**
+   * Empty = every coupon.
+   *
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+
+  /**
+   * 1..1000; 0 = 100.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+};
+
+/**
+ * Describes the message inventory.v1.ListAnomaliesRequest.
+ * Use `create(ListAnomaliesRequestSchema)` to create a new message.
+ */
+export const ListAnomaliesRequestSchema: GenMessage<ListAnomaliesRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 33);
+
+/**
+ * @generated from message inventory.v1.ListAnomaliesResponse
+ */
+export type ListAnomaliesResponse = Message<"inventory.v1.ListAnomaliesResponse"> & {
+  /**
+   * @generated from field: repeated inventory.v1.Anomaly anomalies = 1;
+   */
+  anomalies: Anomaly[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message inventory.v1.ListAnomaliesResponse.
+ * Use `create(ListAnomaliesResponseSchema)` to create a new message.
+ */
+export const ListAnomaliesResponseSchema: GenMessage<ListAnomaliesResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 34);
+
+/**
+ * @generated from enum inventory.v1.SaleStatus
+ */
+export enum SaleStatus {
+  /**
+   * @generated from enum value: SALE_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: SALE_STATUS_OPEN = 1;
+   */
+  OPEN = 1,
+
+  /**
+   * Before starts_at.
+   *
+   * @generated from enum value: SALE_STATUS_NOT_STARTED = 2;
+   */
+  NOT_STARTED = 2,
+
+  /**
+   * At or after ends_at.
+   *
+   * @generated from enum value: SALE_STATUS_ENDED = 3;
+   */
+  ENDED = 3,
+
+  /**
+   * Paused by an operator (whatever the window says).
+   *
+   * @generated from enum value: SALE_STATUS_PAUSED = 4;
+   */
+  PAUSED = 4,
+}
+
+/**
+ * Describes the enum inventory.v1.SaleStatus.
+ */
+export const SaleStatusSchema: GenEnum<SaleStatus> = /*@__PURE__*/
+  enumDesc(file_inventory_v1_inventory, 0);
 
 /**
  * @generated from enum inventory.v1.DeductOutcome
@@ -711,13 +1441,35 @@ export enum DeductOutcome {
    * @generated from enum value: DEDUCT_OUTCOME_USER_LIMIT_EXCEEDED = 4;
    */
   USER_LIMIT_EXCEEDED = 4,
+
+  /**
+   * Before the coupon's starts_at; Redis was not touched.
+   *
+   * @generated from enum value: DEDUCT_OUTCOME_NOT_STARTED = 5;
+   */
+  NOT_STARTED = 5,
+
+  /**
+   * At or after the coupon's ends_at; Redis was not touched.
+   *
+   * @generated from enum value: DEDUCT_OUTCOME_ENDED = 6;
+   */
+  ENDED = 6,
+
+  /**
+   * The sale is paused (PauseSale); Redis was not touched. A replay of a request deducted before the pause
+   * gets this answer too: ask GetStock/Compensate after ResumeSale to learn its fate.
+   *
+   * @generated from enum value: DEDUCT_OUTCOME_SALE_PAUSED = 7;
+   */
+  SALE_PAUSED = 7,
 }
 
 /**
  * Describes the enum inventory.v1.DeductOutcome.
  */
 export const DeductOutcomeSchema: GenEnum<DeductOutcome> = /*@__PURE__*/
-  enumDesc(file_inventory_v1_inventory, 0);
+  enumDesc(file_inventory_v1_inventory, 1);
 
 /**
  * @generated from enum inventory.v1.CompensateOutcome
@@ -748,7 +1500,104 @@ export enum CompensateOutcome {
  * Describes the enum inventory.v1.CompensateOutcome.
  */
 export const CompensateOutcomeSchema: GenEnum<CompensateOutcome> = /*@__PURE__*/
-  enumDesc(file_inventory_v1_inventory, 1);
+  enumDesc(file_inventory_v1_inventory, 2);
+
+/**
+ * @generated from enum inventory.v1.LedgerKind
+ */
+export enum LedgerKind {
+  /**
+   * @generated from enum value: LEDGER_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: LEDGER_KIND_DEDUCT = 1;
+   */
+  DEDUCT = 1,
+
+  /**
+   * @generated from enum value: LEDGER_KIND_COMPENSATE = 2;
+   */
+  COMPENSATE = 2,
+
+  /**
+   * @generated from enum value: LEDGER_KIND_RESTOCK = 3;
+   */
+  RESTOCK = 3,
+
+  /**
+   * A recovery or repair changed Redis (quantity = units added, negative when taken).
+   *
+   * @generated from enum value: LEDGER_KIND_REPAIR = 4;
+   */
+  REPAIR = 4,
+
+  /**
+   * @generated from enum value: LEDGER_KIND_SALE_WINDOW = 5;
+   */
+  SALE_WINDOW = 5,
+
+  /**
+   * @generated from enum value: LEDGER_KIND_SALE_PAUSE = 6;
+   */
+  SALE_PAUSE = 6,
+
+  /**
+   * @generated from enum value: LEDGER_KIND_SALE_RESUME = 7;
+   */
+  SALE_RESUME = 7,
+}
+
+/**
+ * Describes the enum inventory.v1.LedgerKind.
+ */
+export const LedgerKindSchema: GenEnum<LedgerKind> = /*@__PURE__*/
+  enumDesc(file_inventory_v1_inventory, 3);
+
+/**
+ * @generated from enum inventory.v1.DeductionState
+ */
+export enum DeductionState {
+  /**
+   * @generated from enum value: DEDUCTION_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * No trace anywhere: never deducted, or its Redis record expired before it was settled (see the parts).
+   *
+   * @generated from enum value: DEDUCTION_STATE_NONE = 1;
+   */
+  NONE = 1,
+
+  /**
+   * The caller holds the units.
+   *
+   * @generated from enum value: DEDUCTION_STATE_DEDUCTED = 2;
+   */
+  DEDUCTED = 2,
+
+  /**
+   * Given back by Compensate.
+   *
+   * @generated from enum value: DEDUCTION_STATE_COMPENSATED = 3;
+   */
+  COMPENSATED = 3,
+
+  /**
+   * Deducted in Redis but refused by MySQL (oversold): an anomaly; the units stay sold.
+   *
+   * @generated from enum value: DEDUCTION_STATE_REFUSED = 4;
+   */
+  REFUSED = 4,
+}
+
+/**
+ * Describes the enum inventory.v1.DeductionState.
+ */
+export const DeductionStateSchema: GenEnum<DeductionState> = /*@__PURE__*/
+  enumDesc(file_inventory_v1_inventory, 4);
 
 /**
  * @generated from service inventory.v1.InventoryService
@@ -824,6 +1673,68 @@ export const InventoryService: GenService<{
     methodKind: "unary";
     input: typeof ReconcileRequestSchema;
     output: typeof ReconcileResponseSchema;
+  },
+  /**
+   * Sets when the coupon's sale opens and closes. Admin role; recorded as a SALE_WINDOW ledger row.
+   *
+   * @generated from rpc inventory.v1.InventoryService.SetSaleWindow
+   */
+  setSaleWindow: {
+    methodKind: "unary";
+    input: typeof SetSaleWindowRequestSchema;
+    output: typeof SetSaleWindowResponseSchema;
+  },
+  /**
+   * Kill switch: every instance refuses Deduct with DEDUCT_OUTCOME_SALE_PAUSED within one NATS hop, without
+   * touching Redis. Compensate still works. Admin role; recorded as a SALE_PAUSE ledger row.
+   *
+   * @generated from rpc inventory.v1.InventoryService.PauseSale
+   */
+  pauseSale: {
+    methodKind: "unary";
+    input: typeof PauseSaleRequestSchema;
+    output: typeof PauseSaleResponseSchema;
+  },
+  /**
+   * Lifts a pause. Admin role; recorded as a SALE_RESUME ledger row.
+   *
+   * @generated from rpc inventory.v1.InventoryService.ResumeSale
+   */
+  resumeSale: {
+    methodKind: "unary";
+    input: typeof ResumeSaleRequestSchema;
+    output: typeof ResumeSaleResponseSchema;
+  },
+  /**
+   * Where one request stands across Redis (its record), in flight (outbox, JetStream) and MySQL (ledger,
+   * anomalies), with timestamps. Admin role.
+   *
+   * @generated from rpc inventory.v1.InventoryService.GetDeduction
+   */
+  getDeduction: {
+    methodKind: "unary";
+    input: typeof GetDeductionRequestSchema;
+    output: typeof GetDeductionResponseSchema;
+  },
+  /**
+   * A coupon's ledger rows, oldest first, filtered by kind, user and time; paginated. Admin role.
+   *
+   * @generated from rpc inventory.v1.InventoryService.ListLedger
+   */
+  listLedger: {
+    methodKind: "unary";
+    input: typeof ListLedgerRequestSchema;
+    output: typeof ListLedgerResponseSchema;
+  },
+  /**
+   * Events MySQL refused (oversold deductions and their compensations), oldest first; paginated. Admin role.
+   *
+   * @generated from rpc inventory.v1.InventoryService.ListAnomalies
+   */
+  listAnomalies: {
+    methodKind: "unary";
+    input: typeof ListAnomaliesRequestSchema;
+    output: typeof ListAnomaliesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_inventory_v1_inventory, 0);

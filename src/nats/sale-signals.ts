@@ -1,0 +1,48 @@
+// SaleSignals over NATS core: <ns>.signals.sale.<coupon> carries the coupon's new sale settings with their
+// revision, so a receiver applies them without a MySQL read and ignores one older than what it holds. A lost
+// message is healed by the coupon catalog's background re-read.
+import { StringCodec, type NatsConnection, type Subscription } from 'nats';
+import type { SaleSettings, SaleSignals } from '../domain/ports.js';
+import { subjectToken } from '../watch/level-bus.js';
+
+const sc = StringCodec();
+
+export class NatsSaleSignals implements SaleSignals {
+  private readonly listeners = new Set<(couponId: string, sale: SaleSettings) => void>();
+  private readonly sub: Subscription;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly subjectPrefix: string,
+  ) {
+    this.sub = nc.subscribe(`${subjectPrefix}.signals.sale.>`, {
+      callback: (err, msg) => {
+        if (err) return;
+        let body: { couponId: string; sale: SaleSettings };
+        try {
+          body = JSON.parse(sc.decode(msg.data));
+        } catch {
+          return;
+        }
+        for (const l of this.listeners) l(body.couponId, body.sale);
+      },
+    });
+  }
+
+  saleChanged(couponId: string, sale: SaleSettings): void {
+    try {
+      this.nc.publish(`${this.subjectPrefix}.signals.sale.${subjectToken(couponId)}`, sc.encode(JSON.stringify({ couponId, sale })));
+    } catch {
+      // Connection closed or draining: other instances pick the change up on their next re-read.
+    }
+  }
+
+  onSaleChanged(listener: (couponId: string, sale: SaleSettings) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  close(): void {
+    this.sub.unsubscribe();
+  }
+}
