@@ -20,6 +20,7 @@ import { ReplicaAck } from '../redis/replica-ack.js';
 import { FailoverFence } from '../redis/failover-fence.js';
 import type { CallGate } from '../access/call-gate.js';
 import { callGate, grpcServerCredentials, guards, natsSecurity, tlsMaterial } from './security.js';
+import { SlotMapPlacement } from '../redis/shard-tags.js';
 import { RedisStockStore } from '../redis/stock-store.js';
 import { grpcNetwork, startGrpcServer, type GrpcServer } from '../transport/grpc-server.js';
 import { createHandlers, type InventoryHandlers } from '../transport/handlers.js';
@@ -166,7 +167,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger): Promi
     reloader,
     defaultShards: config.defaultShards,
     changes,
-    topology: { slotOwners: () => redis.slots },
+    placement: new SlotMapPlacement(() => redis.slots),
   });
   const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes);
   const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);

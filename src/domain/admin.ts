@@ -1,36 +1,18 @@
 // Coupon administration: create (with preheating), read the level, restock.
 import { DomainError, invalid, notFound } from './errors.js';
-import type { ClusterTopology, Coupon, CouponRepository, StockChanges, StockSignals, StockStore } from './ports.js';
+import type { Coupon, CreateCouponInput, RestockInput, StockLevel } from './model.js';
+import type { CouponRepository, ShardPlacement, StockChanges, StockSignals, StockStore } from './ports.js';
 import { allShards, splitEvenly } from './routing.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
-import { chooseShardTags } from '../redis/shard-tags.js';
+import { restockCreditId } from './ids.js';
 import * as v from './validate.js';
-
-export interface CreateCouponInput {
-  couponId: string;
-  totalStock: bigint;
-  shardCount: number;
-  perUserLimit: number;
-}
-
-export interface StockLevel {
-  couponId: string;
-  totalStock: number;
-  available: number;
-  deducted: number;
-  settledRemaining: number;
-  pendingSettlement: number;
-  soldOut: boolean;
-  shards: { index: number; available: number; inTransit: number }[];
-  observedAt: Date;
-}
 
 export interface AdminDeps {
   repo: CouponRepository;
   store: StockStore;
-  topology: ClusterTopology;
+  placement: ShardPlacement;
   catalog: CouponCatalog;
   soldOut: SoldOutCache;
   signals: StockSignals;
@@ -74,7 +56,7 @@ export class CouponAdmin {
       throw invalid('shard_count', `must be in 1..${v.MAX_SHARDS} (0 = server default), got ${input.shardCount}`);
     if (input.perUserLimit < 0) throw invalid('per_user_limit', `must be >= 0 (0 = unlimited), got ${input.perUserLimit}`);
 
-    const shardTags = chooseShardTags(id, shardCount, this.d.topology.slotOwners());
+    const shardTags = this.d.placement.shardTags(id, shardCount);
     const { coupon, created } = await this.d.repo.create({
       id,
       initialStock: total,
@@ -134,7 +116,7 @@ export class CouponAdmin {
     };
   }
 
-  async restock(input: { couponId: string; quantity: bigint; requestId: string }): Promise<{ level: StockLevel; replayed: boolean }> {
+  async restock(input: RestockInput): Promise<{ level: StockLevel; replayed: boolean }> {
     const couponId = v.couponId(input.couponId);
     const quantity = v.units('quantity', input.quantity, 1n, v.MAX_TOTAL_STOCK);
     const requestId = v.requestId(input.requestId);
@@ -146,14 +128,14 @@ export class CouponAdmin {
     return { level: await this.levelOf(coupon, true), replayed: r.replayed };
   }
 
-  /** Credits each shard its share, once per shard (credit id R:<request_id>); also finishes restocks a crash interrupted. */
+  /** Credits each shard its share, once per shard (restockCreditId); also finishes restocks a crash interrupted. */
   async applyRestock(coupon: Coupon, requestId: string, quantity: number): Promise<void> {
     const split = splitEvenly(quantity, coupon.shardCount);
     await Promise.all(
       allShards(coupon).map(async (s) => {
         if (split[s.index] === 0) return;
         for (let attempt = 0; ; attempt++) {
-          const r = await this.d.store.credit(s, `R:${requestId}`, split[s.index]!);
+          const r = await this.d.store.credit(s, restockCreditId(requestId), split[s.index]!);
           if (r === 'applied' || r === 'already') return;
           // Missing: the recovery rebuilds it (recording this share as applied if its remaining has it).
           // Paused: a recovery holds the coupon. Either way the credit is tried again: it counts at most once.

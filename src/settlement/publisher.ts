@@ -15,8 +15,8 @@ export class JetStreamPublisher implements EventPublisher {
     this.js = nc.jetstream();
   }
 
-  async publish(subjectToken: string, msgId: string, data: Uint8Array): Promise<'stored' | 'duplicate'> {
-    const ack = await this.js.publish(`${this.names.subjectPrefix}.${subjectToken}`, data, { msgID: msgId, timeout: this.timeoutMs });
+  async publish(couponId: string, msgId: string, data: Uint8Array): Promise<'stored' | 'duplicate'> {
+    const ack = await this.js.publish(this.names.subject(couponId), data, { msgID: msgId, timeout: this.timeoutMs });
     return ack.duplicate ? 'duplicate' : 'stored';
   }
 }

@@ -1,5 +1,5 @@
-// The one set of RPC handlers behind both ports: proto message in, domain call, proto message out. No
-// transport types here; src/transport/grpc-server.ts and connect-routes.ts adapt these to grpc-js and Connect.
+// The one set of RPC handlers behind both ports: proto message in, converted to the domain's input (model.ts),
+// domain call, proto message out. No transport types here; src/transport/grpc-server.ts and connect-routes.ts adapt these to grpc-js and Connect.
 import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
@@ -30,7 +30,8 @@ import {
   type WatchStockRequest,
   type WatchStockResponse,
 } from '../gen/inventory/v1/inventory_pb.js';
-import type { CouponAdmin, StockLevel } from '../domain/admin.js';
+import type { CouponAdmin } from '../domain/admin.js';
+import type { StockLevel } from '../domain/model.js';
 import type { CompensateOutcome as DomainCompensateOutcome, CompensateService } from '../domain/compensate.js';
 import type { DeductOutcome as DomainDeductOutcome, DeductService } from '../domain/deduct.js';
 import { DomainError } from '../domain/errors.js';
@@ -92,7 +93,12 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
   const watchMessages = new WeakMap<StockLevel, WatchStockResponse>();
   return {
     async createCoupon(req) {
-      const { coupon, created } = await d.admin.create(req);
+      const { coupon, created } = await d.admin.create({
+        couponId: req.couponId,
+        totalStock: req.totalStock,
+        shardCount: req.shardCount,
+        perUserLimit: req.perUserLimit,
+      });
       return create(CreateCouponResponseSchema, {
         created,
         coupon: create(CouponSchema, {
@@ -110,12 +116,15 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async restock(req) {
-      const r = await d.admin.restock(req);
+      const r = await d.admin.restock({ couponId: req.couponId, quantity: req.quantity, requestId: req.requestId });
       return create(RestockResponseSchema, { level: levelMessage(r.level), replayed: r.replayed });
     },
 
     async deduct(req, ctx) {
-      const r = await d.deduct.deduct(req, ctx.signal);
+      const r = await d.deduct.deduct(
+        { couponId: req.couponId, requestId: req.requestId, userId: req.userId, quantity: req.quantity },
+        ctx.signal,
+      );
       return create(DeductResponseSchema, {
         outcome: DEDUCT_OUTCOMES[r.outcome],
         replayed: r.replayed,
@@ -126,7 +135,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async compensate(req, ctx) {
-      const r = await d.compensate.compensate(req, ctx.signal);
+      const r = await d.compensate.compensate({ couponId: req.couponId, requestId: req.requestId, reason: req.reason }, ctx.signal);
       return create(CompensateResponseSchema, { outcome: COMPENSATE_OUTCOMES[r.outcome], remaining: BigInt(r.remaining) });
     },
 

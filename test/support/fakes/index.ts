@@ -11,10 +11,10 @@ import { ShardReloader } from '../../../src/domain/shard-reloader.js';
 import { SoldOutCache } from '../../../src/domain/sold-out-cache.js';
 import { FakeCouponRecovery } from './coupon-recovery.js';
 import { FakeCouponRepository } from './coupon-repository.js';
-import { FakeStockSignals, FakeTopology } from './stock-signals.js';
+import { FakeStockSignals, FakePlacement } from './stock-signals.js';
 import { FakeStockStore } from './stock-store.js';
 
-export { FakeCouponRecovery, FakeCouponRepository, FakeStockSignals, FakeStockStore, FakeTopology };
+export { FakeCouponRecovery, FakeCouponRepository, FakeStockSignals, FakeStockStore, FakePlacement };
 
 export interface FakeDomainOptions {
   soldOutTtlMs?: number;
@@ -40,7 +40,7 @@ export function fakeDomain(options: FakeDomainOptions = {}) {
   const admin = new CouponAdmin({
     repo,
     store,
-    topology: new FakeTopology(),
+    placement: new FakePlacement(),
     catalog,
     soldOut,
     signals,

@@ -1,6 +1,6 @@
 // StockSignals in memory: one bus every "instance" of a test shares. Delivery is asynchronous (a microtask),
 // as a NATS message arrives after the publish returns.
-import type { ClusterTopology, StockSignals } from '../../../src/domain/ports.js';
+import type { ShardPlacement, StockSignals } from '../../../src/domain/ports.js';
 
 export class FakeStockSignals implements StockSignals {
   private readonly listeners = new Set<(couponId: string) => void>();
@@ -19,9 +19,9 @@ export class FakeStockSignals implements StockSignals {
   }
 }
 
-/** Every slot owned by one master: shard tags are then chosen only to be distinct. */
-export class FakeTopology implements ClusterTopology {
-  slotOwners(): ReadonlyArray<ReadonlyArray<string> | undefined> {
-    return Array.from({ length: 16384 }, () => ['127.0.0.1:7001']);
+/** Tags that only need to be distinct: there is no cluster to spread over. */
+export class FakePlacement implements ShardPlacement {
+  shardTags(couponId: string, shardCount: number): string[] {
+    return Array.from({ length: shardCount }, (_, i) => `${couponId}:s${i}`);
   }
 }

@@ -8,7 +8,7 @@
 import type {
   CompensateScriptResult,
   Credit,
-  DeductInput,
+  DeductScriptInput,
   DeductScriptResult,
   PendingMove,
   ShardLevel,
@@ -102,7 +102,7 @@ export class FakeStockStore implements StockStore {
     return true;
   }
 
-  async deduct(shard: ShardRef, input: DeductInput, credits: Credit[], creditEpoch = ''): Promise<DeductScriptResult> {
+  async deduct(shard: ShardRef, input: DeductScriptInput, credits: Credit[], creditEpoch = ''): Promise<DeductScriptResult> {
     await this.enter('deduct', shard);
     const st = this.state(shard);
     const s = st.shard;
