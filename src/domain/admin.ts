@@ -1,4 +1,5 @@
-// Coupon administration: create (with preheating), read the level, restock.
+// Coupon administration: create (with preheating), read the level, restock (and finish restocks a crash
+// interrupted).
 import { DomainError, invalid, notFound } from './errors.js';
 import type { Coupon, CreateCouponInput, RestockInput, StockLevel } from './model.js';
 import type { CouponRepository, ShardPlacement, StockChanges, StockSignals, StockStore } from './ports.js';
@@ -126,6 +127,15 @@ export class CouponAdmin {
     if (r.needsRedis) await this.applyRestock(r.coupon, requestId, r.quantity);
     const coupon = (await this.d.repo.find(couponId))!;
     return { level: await this.levelOf(coupon, true), replayed: r.replayed };
+  }
+
+  /** Finishes restocks committed in MySQL whose shards a crash left without their shares (run periodically):
+   * older than `olderThanMs`, so a restock still being applied by its own call is left to it. */
+  async finishRestocks(olderThanMs: number): Promise<void> {
+    for (const r of await this.d.repo.unappliedRestocks(olderThanMs)) {
+      const coupon = await this.d.repo.find(r.couponId);
+      if (coupon) await this.applyRestock(coupon, r.requestId, r.quantity);
+    }
   }
 
   /** Credits each shard its share, once per shard (restockCreditId); also finishes restocks a crash interrupted. */

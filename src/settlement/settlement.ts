@@ -12,7 +12,7 @@ import { CouponRecoveryService } from '../recovery/coupon-recovery.js';
 import { RepairScheduler } from '../recovery/repair-scheduler.js';
 import { RedisRecoveryStore } from '../redis/recovery-store.js';
 import type { ReplicaAck } from '../redis/replica-ack.js';
-import type { Logger } from '../util/logger.js';
+import { backgroundErrors, type Logger } from '../util/logger.js';
 import { InFlight } from './in-flight.js';
 import { ensureSettlementStream, SettlementStreamReader, settlementNames, type SettlementNames } from './jetstream.js';
 import { LedgerStore } from './ledger-store.js';
@@ -86,7 +86,7 @@ export class Settlement {
 
   async start(w: SettlementWorkersDeps): Promise<void> {
     const { config, log } = this.d;
-    const onError = (what: string, err: unknown) => log.warn({ err: (err as Error)?.message, what }, 'background step failed');
+    const onError = backgroundErrors(log);
     if (config.workers.has('relay') || config.workers.has('settle')) {
       await ensureSettlementStream(this.d.nats, this.names, { maxAckPending: Math.max(20_000, config.settleBatch * 8) });
     }

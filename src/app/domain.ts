@@ -1,0 +1,106 @@
+// Builds the adapters over the open connections and the use cases over them: the stock store (with replica
+// acks, the failover fence, timing and error guarding), the coupon repository, NATS signals and level bus,
+// settlement (whose recovery rebuilds lost shards), and the Deduct / Compensate / admin / watch services.
+import type { Config } from '../config.js';
+import { MikroCouponRepository } from '../db/coupon-repository.js';
+import { CouponAdmin } from '../domain/admin.js';
+import { CompensateService } from '../domain/compensate.js';
+import { CouponCatalog } from '../domain/coupon-catalog.js';
+import { DeductService } from '../domain/deduct.js';
+import { MoveSweeper } from '../domain/move-sweeper.js';
+import type { CouponRepository, StockStore } from '../domain/ports.js';
+import { ShardReloader } from '../domain/shard-reloader.js';
+import { SoldOutCache } from '../domain/sold-out-cache.js';
+import { NatsStockSignals } from '../nats/stock-signals.js';
+import type { Metrics } from '../observability/metrics.js';
+import { timed } from '../observability/timed-store.js';
+import { FailoverFence } from '../redis/failover-fence.js';
+import { RedisLowStockMarks } from '../redis/low-stock-marks.js';
+import { ReplicaAck } from '../redis/replica-ack.js';
+import { SlotMapPlacement } from '../redis/shard-tags.js';
+import { RedisStockStore } from '../redis/stock-store.js';
+import { Settlement } from '../settlement/settlement.js';
+import { guardErrors } from '../util/guard-errors.js';
+import type { Logger } from '../util/logger.js';
+import { ChangeAnnouncer } from '../watch/change-announcer.js';
+import { LevelBus } from '../watch/level-bus.js';
+import { LowStockDetector } from '../watch/low-stock.js';
+import { WatchService } from '../watch/watch-service.js';
+import type { Connections } from './connect.js';
+
+export type Domain = ReturnType<typeof buildDomain>;
+
+export function buildDomain(
+  config: Readonly<Config>,
+  c: Connections,
+  d: { log: Logger; metrics: Metrics; onError: (what: string, err: unknown) => void },
+) {
+  const { redis, orm, nats } = c;
+  const { log, metrics, onError } = d;
+  const replicaAck = config.ackLevel === 'replica' ? new ReplicaAck(redis, config.waitTimeoutMs, config.ackReplicas) : undefined;
+  const fence = config.failoverFence
+    ? new FailoverFence(redis, {
+        ackLevel: config.ackLevel,
+        replicas: config.ackReplicas,
+        onFenced: (e) => log.warn(e, 'redis slots changed master: writes to them fenced until the new master is confirmed'),
+        onReopened: (e) => log.info(e, 'redis slots reopened after failover'),
+      })
+    : undefined;
+  const store = new RedisStockStore(redis, {
+    namespace: config.namespace,
+    idempotencyWindowS: config.idempotencyWindowS,
+    replicaAck,
+    fence,
+  });
+  const guardedStore: StockStore = guardErrors(timed(store, metrics.redisDuration, metrics.redisErrors), 'Redis');
+  const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
+  const signals = new NatsStockSignals(nats, config.namespace);
+  const catalog = new CouponCatalog(repo);
+  const soldOut = new SoldOutCache(config.soldOutTtlMs, signals);
+  // WatchStock and low-stock events: use cases mark coupons changed; one timer announces them over NATS.
+  const levels = new LevelBus(nats, config.namespace, config.instanceId);
+  const lowStock = new LowStockDetector({
+    coupon: (id) => catalog.get(id),
+    store: guardedStore,
+    marks: new RedisLowStockMarks(redis, config.namespace),
+    publish: (event) => {
+      levels.publishLowStock(event);
+      log.info(event, 'low stock');
+    },
+    global: config.lowStockThreshold,
+    overrides: config.lowStockOverrides,
+    onError,
+  });
+  const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) =>
+    lowStock.check(id, returned),
+  );
+
+  // Settlement (outbox -> JetStream -> MySQL): its in-flight count also tells a shard reload what is still on its way.
+  const settlement = new Settlement({ config, redis, nats, orm, signals, stock: guardedStore, replicaAck, log });
+  const reloader = new ShardReloader(settlement.recovery, (couponId, shards, units) =>
+    log.warn({ couponId, shards, units }, 'rebuilt missing shards from MySQL and the events in flight'),
+  );
+  const admin = new CouponAdmin({
+    repo,
+    store: guardedStore,
+    catalog,
+    soldOut,
+    signals,
+    reloader,
+    defaultShards: config.defaultShards,
+    changes,
+    placement: new SlotMapPlacement(() => redis.slots),
+  });
+  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes);
+  const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);
+  const sweeper = new MoveSweeper(guardedStore, reloader);
+  const watch = new WatchService({
+    coupon: (id) => catalog.get(id),
+    readLevel: (id) => admin.level(id, true),
+    listen: (id, cb) => levels.listen(id, cb),
+    floorMs: config.watchMinIntervalMs,
+    maxLifetimeMs: config.maxStreamLifetimeMs,
+    onError,
+  });
+  return { fence, store, repo, signals, catalog, levels, lowStock, changes, settlement, admin, deduct, compensate, sweeper, watch };
+}
