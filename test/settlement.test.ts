@@ -6,8 +6,8 @@ import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/invent
 import { homeShard, shardRef } from '../src/domain/routing.js';
 import { settlementNames } from '../src/settlement/jetstream.js';
 import { encodeEvent, eventId, type SettlementEvent } from '../src/settlement/event.js';
-import { Settler } from '../src/settlement/settler.js';
-import { RedisRefusalStore } from '../src/settlement/refusal-store.js';
+import { Settler } from '../src/settlement/settle/settler.js';
+import { RedisRefusalStore } from '../src/settlement/settle/refusal-store.js';
 import { newSettlementStats } from '../src/settlement/stats.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';

@@ -16,8 +16,8 @@ import type { Coupon, CouponRecovery, CouponRepository, RecoveryOutcome, Recover
 import { allShards, claimShard, homeShard, shardRef, splitEvenly } from '../domain/routing.js';
 import { PauseLost, type RedisRecoveryStore, type RestoredRecord } from '../redis/recovery-store.js';
 import { eventId, moveCreditId, restockCreditId } from '../domain/ids.js';
-import { InFlight } from '../settlement/in-flight.js';
-import type { LedgerStore } from '../settlement/ledger-store.js';
+import { InFlight } from '../settlement/reconcile/in-flight.js';
+import type { LedgerStore } from '../settlement/settle/ledger-store.js';
 import type { Logger } from '../util/logger.js';
 import { type LiveShard, planRecovery } from './recovery-plan.js';
 

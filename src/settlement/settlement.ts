@@ -13,16 +13,16 @@ import { RepairScheduler } from '../recovery/repair-scheduler.js';
 import { RedisRecoveryStore } from '../redis/recovery-store.js';
 import type { ReplicaAck } from '../redis/replica-ack.js';
 import { backgroundErrors, type Logger } from '../util/logger.js';
-import { InFlight } from './in-flight.js';
+import { InFlight } from './reconcile/in-flight.js';
 import { ensureSettlementStream, SettlementStreamReader, settlementNames, type SettlementNames } from './jetstream.js';
-import { LedgerStore } from './ledger-store.js';
-import { OrphanRepair } from './orphan-repair.js';
-import { OutboxStreams } from './outbox.js';
-import { JetStreamPublisher } from './publisher.js';
-import { PeriodicReconciler, Reconciler } from './reconciler.js';
-import { RedisRefusalStore } from './refusal-store.js';
-import { Relay } from './relay.js';
-import { Settler } from './settler.js';
+import { LedgerStore } from './settle/ledger-store.js';
+import { OrphanRepair } from './settle/orphan-repair.js';
+import { OutboxStreams } from './relay/outbox.js';
+import { JetStreamPublisher } from './relay/publisher.js';
+import { PeriodicReconciler, Reconciler } from './reconcile/reconciler.js';
+import { RedisRefusalStore } from './settle/refusal-store.js';
+import { Relay } from './relay/relay.js';
+import { Settler } from './settle/settler.js';
 import { newSettlementStats, type SettlementStats } from './stats.js';
 
 export interface SettlementDeps {

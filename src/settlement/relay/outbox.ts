@@ -2,10 +2,10 @@
 // reads through the consumer group `relay` under its own consumer name, so instances share the work; an entry
 // leaves the stream (XACK + XDEL in one MULTI on the shard's slot) only after JetStream stored it.
 import type { Cluster } from 'ioredis';
-import type { ShardLevel, ShardRef } from '../domain/ports.js';
-import { RELAY_GROUP, shardKeys } from '../redis/keys.js';
-import { parseShardLevel, SHARD_LEVEL_FIELDS } from '../redis/shard-level.js';
-import { fromOutboxFields, type SettlementEvent } from './event.js';
+import type { ShardLevel, ShardRef } from '../../domain/ports.js';
+import { RELAY_GROUP, shardKeys } from '../../redis/keys.js';
+import { parseShardLevel, SHARD_LEVEL_FIELDS } from '../../redis/shard-level.js';
+import { fromOutboxFields, type SettlementEvent } from '../event.js';
 
 export interface OutboxEntry {
   streamId: string;

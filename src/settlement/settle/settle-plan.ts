@@ -6,8 +6,8 @@
 // deduction that does not fit the remaining is not refused on the spot: it is held, retried after the rest of
 // the batch, and refused (an anomaly) only by the settler once nothing else of the coupon is in flight or it
 // has been held for long enough. A compensation settles only after its deduction did.
-import { ledgerKey } from '../domain/ids.js';
-import type { SettlementEvent } from './event.js';
+import { ledgerKey } from '../../domain/ids.js';
+import type { SettlementEvent } from '../event.js';
 
 export interface Planned<T> {
   event: SettlementEvent;

@@ -1,7 +1,7 @@
 // EventPublisher on JetStream: a publish resolves only once the stream stored the message (or recognised its
 // id as a repeat within the duplicate window).
 import type { JetStreamClient, NatsConnection } from 'nats';
-import type { SettlementNames } from './jetstream.js';
+import type { SettlementNames } from '../jetstream.js';
 import type { EventPublisher } from './relay.js';
 
 export class JetStreamPublisher implements EventPublisher {

@@ -6,12 +6,12 @@
 // settlers deciding about the same coupon at once cannot both commit: the loser re-reads and re-decides.
 import { OptimisticLockError } from '@mikro-orm/core';
 import type { EntityManager, MikroORM } from '@mikro-orm/mysql';
-import { AnomalyRow, CouponRow, LedgerRow } from '../db/entities.js';
-import type { Coupon } from '../domain/ports.js';
-import { ledgerKey } from '../domain/ids.js';
-import { eventId, LEDGER_KIND, type SettlementEvent } from './event.js';
+import { AnomalyRow, CouponRow, LedgerRow } from '../../db/entities.js';
+import type { Coupon } from '../../domain/ports.js';
+import { ledgerKey } from '../../domain/ids.js';
+import { eventId, LEDGER_KIND, type SettlementEvent } from '../event.js';
 import { planBatch, type Plan, type Planned } from './settle-plan.js';
-import { MikroCouponRepository, toCoupon } from '../db/coupon-repository.js';
+import { MikroCouponRepository, toCoupon } from '../../db/coupon-repository.js';
 
 /** Anomaly reasons, as stored in settlement_anomaly.reason. */
 export const ANOMALY = {

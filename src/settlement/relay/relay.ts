@@ -5,14 +5,14 @@
 //
 // Which shards: those of coupons this instance serves (the catalog), plus coupons found by a slower walk over
 // MySQL whose outboxes are not empty (a crashed instance's coupons that no live instance served yet).
-import type { Coupon, ShardRef } from '../domain/ports.js';
-import { allShards } from '../domain/routing.js';
-import type { Logger } from '../util/logger.js';
-import { Stoppable } from './stoppable.js';
-import { unreadableEventId } from '../domain/ids.js';
-import { eventId, encodeEvent } from './event.js';
+import type { Coupon, ShardRef } from '../../domain/ports.js';
+import { allShards } from '../../domain/routing.js';
+import type { Logger } from '../../util/logger.js';
+import { Stoppable } from '../stoppable.js';
+import { unreadableEventId } from '../../domain/ids.js';
+import { eventId, encodeEvent } from '../event.js';
 import type { OutboxEntry, OutboxStreams } from './outbox.js';
-import type { RelayStats } from './stats.js';
+import type { RelayStats } from '../stats.js';
 
 export interface EventPublisher {
   /** Resolves once JetStream stored the message (or already had its id); rejects otherwise. */
