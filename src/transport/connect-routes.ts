@@ -18,6 +18,9 @@ function callContext(ctx: HandlerContext): CallContext {
   return { signal: ctx.signal, requestId: ctx.requestHeader.get('x-request-id') ?? undefined };
 }
 
+/** Method names come from the service descriptor, as grpc-server.ts takes them. */
+const M = InventoryService.method;
+
 export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRoutesOptions) {
   const fail = (method: string, err: unknown): ConnectError => {
     const s = toStatus(err);
@@ -37,19 +40,19 @@ export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRou
     }
   };
   const impl: ServiceImpl<typeof InventoryService> = {
-    createCoupon: (req, ctx) => call('CreateCoupon', ctx, () => handlers.createCoupon(req, callContext(ctx))),
-    getStock: (req, ctx) => call('GetStock', ctx, () => handlers.getStock(req, callContext(ctx))),
-    restock: (req, ctx) => call('Restock', ctx, () => handlers.restock(req, callContext(ctx))),
-    deduct: (req, ctx) => call('Deduct', ctx, () => handlers.deduct(req, callContext(ctx))),
-    compensate: (req, ctx) => call('Compensate', ctx, () => handlers.compensate(req, callContext(ctx))),
-    reconcile: (req, ctx) => call('Reconcile', ctx, () => handlers.reconcile(req, callContext(ctx))),
+    createCoupon: (req, ctx) => call(M.createCoupon.name, ctx, () => handlers.createCoupon(req, callContext(ctx))),
+    getStock: (req, ctx) => call(M.getStock.name, ctx, () => handlers.getStock(req, callContext(ctx))),
+    restock: (req, ctx) => call(M.restock.name, ctx, () => handlers.restock(req, callContext(ctx))),
+    deduct: (req, ctx) => call(M.deduct.name, ctx, () => handlers.deduct(req, callContext(ctx))),
+    compensate: (req, ctx) => call(M.compensate.name, ctx, () => handlers.compensate(req, callContext(ctx))),
+    reconcile: (req, ctx) => call(M.reconcile.name, ctx, () => handlers.reconcile(req, callContext(ctx))),
     async *watchStock(req, ctx) {
       let release: (() => void) | undefined;
       try {
-        release = options.guard?.('WatchStock', ctx.requestHeader, ctx.values.get(peerKey));
+        release = options.guard?.(M.watchStock.name, ctx.requestHeader, ctx.values.get(peerKey));
         yield* handlers.watchStock(req, callContext(ctx));
       } catch (err) {
-        if (!ctx.signal.aborted) throw fail('WatchStock', err);
+        if (!ctx.signal.aborted) throw fail(M.watchStock.name, err);
       } finally {
         if (release) release();
       }
