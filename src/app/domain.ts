@@ -3,6 +3,7 @@
 // settlement (whose recovery rebuilds lost shards), and the Deduct / Compensate / admin / watch services.
 import type { Config } from '../config.js';
 import { MikroCouponRepository } from '../db/coupon-repository.js';
+import { RecoveryRepository } from '../db/recovery-repository.js';
 import { CouponAdmin } from '../domain/admin.js';
 import { CompensateService } from '../domain/compensate.js';
 import { CouponCatalog } from '../domain/coupon-catalog.js';
@@ -15,10 +16,16 @@ import { NatsStockSignals } from '../nats/stock-signals.js';
 import type { Metrics } from '../observability/metrics.js';
 import { timed } from '../observability/timed-store.js';
 import { FailoverFence } from '../redis/failover-fence.js';
+import { RedisRecoveryStore } from '../redis/recovery-store.js';
 import { RedisLowStockMarks } from '../redis/low-stock-marks.js';
 import { ReplicaAck } from '../redis/replica-ack.js';
 import { SlotMapPlacement } from '../redis/shard-tags.js';
 import { RedisStockStore } from '../redis/stock-store.js';
+import { SettlementStreamReader, settlementNames } from '../settlement/jetstream.js';
+import { OutboxStreams } from '../settlement/relay/outbox.js';
+import { JetStreamPublisher } from '../settlement/relay/publisher.js';
+import { LedgerStore } from '../settlement/settle/ledger-store.js';
+import { RedisRefusalStore } from '../settlement/settle/refusal-store.js';
 import { Settlement } from '../settlement/settlement.js';
 import { guardErrors } from '../util/guard-errors.js';
 import type { Logger } from '../util/logger.js';
@@ -76,7 +83,23 @@ export function buildDomain(
   );
 
   // Settlement (outbox -> JetStream -> MySQL): its in-flight count also tells a shard reload what is still on its way.
-  const settlement = new Settlement({ config, redis, nats, orm, signals, stock: guardedStore, replicaAck, log });
+  const names = settlementNames(config.namespace);
+  const ledger = new LedgerStore(orm);
+  const settlement = new Settlement(
+    {
+      ledger,
+      outbox: new OutboxStreams(redis, config.namespace, config.instanceId),
+      stream: new SettlementStreamReader(nats, names),
+      publisher: new JetStreamPublisher(nats, names),
+      refusals: new RedisRefusalStore(redis, config.namespace, replicaAck),
+      recoveryRepo: new RecoveryRepository(orm),
+      recoveryStore: new RedisRecoveryStore(redis, config.namespace, replicaAck),
+      stock: guardedStore,
+      nats,
+      log,
+    },
+    config,
+  );
   const reloader = new ShardReloader(settlement.recovery, (couponId, shards, units) =>
     log.warn({ couponId, shards, units }, 'rebuilt missing shards from MySQL and the events in flight'),
   );
