@@ -1,7 +1,7 @@
 // The batch decision of the settler, without I/O: which events become ledger rows, and which wait.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { planBatch, type Planned } from '../src/settlement/settle-plan.js';
+import { planBatch, type Planned } from '../src/settlement/settle/settle-plan.js';
 import type { SettlementEvent } from '../src/settlement/event.js';
 
 const ev = (kind: 'D' | 'C', requestId: string, quantity: number): Planned<string> => ({

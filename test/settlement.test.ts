@@ -5,9 +5,9 @@ import { connect, headers, type NatsConnection, type JsMsg } from 'nats';
 import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { homeShard, shardRef } from '../src/domain/routing.js';
 import { settlementNames } from '../src/settlement/jetstream.js';
-import { encodeEvent, eventId, subjectToken, type SettlementEvent } from '../src/settlement/event.js';
-import { Settler } from '../src/settlement/settler.js';
-import { RedisRefusalStore } from '../src/settlement/refusal-store.js';
+import { encodeEvent, eventId, type SettlementEvent } from '../src/settlement/event.js';
+import { Settler } from '../src/settlement/settle/settler.js';
+import { RedisRefusalStore } from '../src/settlement/settle/refusal-store.js';
 import { newSettlementStats } from '../src/settlement/stats.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
@@ -313,7 +313,7 @@ describe('anomalies', () => {
     await js.publish(names.subject(unknown), encodeEvent(ghost), { msgID: eventId(ghost) });
     const garbageId = uniqueId('garbage');
     const h = headers();
-    await js.publish(`${names.subjectPrefix}.${subjectToken(garbageId)}`, new TextEncoder().encode('{not json'), {
+    await js.publish(names.subject(garbageId), new TextEncoder().encode('{not json'), {
       msgID: garbageId,
       headers: h,
     });

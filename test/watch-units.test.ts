@@ -1,9 +1,8 @@
 // The pieces of WatchStock that need no servers: the per-stream slot and the per-instance change announcer.
 import { describe, expect, it } from 'vitest';
-import type { StockLevel } from '../src/domain/admin.js';
+import type { StockLevel } from '../src/domain/model.js';
 import { ChangeAnnouncer } from '../src/watch/change-announcer.js';
 import { LevelSlot } from '../src/watch/level-slot.js';
-import { subjectToken } from '../src/watch/level-bus.js';
 
 const level = (available: number): StockLevel => ({
   couponId: 'c',
@@ -87,13 +86,5 @@ describe('ChangeAnnouncer', () => {
     a.close();
     a.changed('y', false);
     expect(announced).toEqual(['x']);
-  });
-});
-
-describe('subjectToken', () => {
-  it('when a coupon id holds dots, then its subject token has none (a dot would split the subject)', () => {
-    expect(subjectToken('sale.2026:a-b')).toBe('sale%2E2026:a-b');
-    expect(subjectToken('50%.x')).toBe('50%25%2Ex');
-    expect(subjectToken('plain')).toBe('plain');
   });
 });

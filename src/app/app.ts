@@ -1,74 +1,49 @@
-// The composition root: connects the infrastructure, builds the domain services and both transports,
-// starts the background workers, and shuts everything down in order.
-import { connect as connectNats, type NatsConnection } from 'nats';
-import type { Cluster } from 'ioredis';
+// The composition root, read top-down: connect (connect.ts) → domain (domain.ts: adapters and use cases) →
+// transports (transports.ts: both ports over one handler set) → workers (workers.ts), with readiness and
+// health in lifecycle.ts; and the shutdown, in the reverse order.
 import type { MikroORM } from '@mikro-orm/mysql';
-import { type Config, networkLimits } from '../config.js';
-import { openOrm } from '../db/orm.js';
-import { MikroCouponRepository } from '../db/coupon-repository.js';
-import { CouponAdmin } from '../domain/admin.js';
-import { CompensateService } from '../domain/compensate.js';
-import { CouponCatalog } from '../domain/coupon-catalog.js';
-import { DeductService } from '../domain/deduct.js';
-import { MoveSweeper } from '../domain/move-sweeper.js';
-import type { CouponRepository, StockStore } from '../domain/ports.js';
-import { ShardReloader } from '../domain/shard-reloader.js';
-import { SoldOutCache } from '../domain/sold-out-cache.js';
-import { NatsStockSignals } from '../nats/stock-signals.js';
-import { NatsSaleSignals } from '../nats/sale-signals.js';
-import { MikroSaleRepository } from '../db/sale-repository.js';
-import { SaleControl } from '../domain/sale.js';
-import { AuditService } from '../audit/audit-service.js';
-import { MikroAuditRecords } from '../db/audit-repository.js';
-import { RedisRequestRecords } from '../redis/request-record.js';
-import { connectCluster } from '../redis/cluster.js';
-import { ReplicaAck } from '../redis/replica-ack.js';
-import { FailoverFence } from '../redis/failover-fence.js';
+import type { Cluster } from 'ioredis';
+import type { NatsConnection } from 'nats';
 import type { CallGate } from '../access/call-gate.js';
-import { callGate, grpcServerCredentials, guards, natsSecurity, tlsMaterial } from './security.js';
-import { RedisStockStore } from '../redis/stock-store.js';
-import { grpcNetwork, startGrpcServer, type GrpcServer } from '../transport/grpc-server.js';
-import { createHandlers, type InventoryHandlers } from '../transport/handlers.js';
-import { inventoryRoutes } from '../transport/connect-routes.js';
-import { startHttpServer, type HttpServer, type PlainRoute } from '../transport/http-server.js';
-import { guardErrors } from '../util/guard-errors.js';
-import { createLogger, type Logger } from '../util/logger.js';
-import { Periodic } from './periodic.js';
-import { Readiness } from './readiness.js';
-import { Settlement } from '../settlement/settlement.js';
-import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
+import type { Config } from '../config.js';
 import { listRecentCoupons } from '../db/coupon-list.js';
+import type { CouponAdmin } from '../domain/admin.js';
+import type { DeductService } from '../domain/deduct.js';
+import type { CouponRepository } from '../domain/ports.js';
 import { registerAppMetrics, registerConnectionMetrics } from '../observability/app-metrics.js';
-import { attachSettlementMetrics } from '../observability/settlement-metrics.js';
-import { instrumentHandlers } from '../observability/instrument-handlers.js';
 import { Metrics } from '../observability/metrics.js';
 import { metricsRoute } from '../observability/metrics-route.js';
-import { timed } from '../observability/timed-store.js';
-import { RedisLowStockMarks } from '../redis/low-stock-marks.js';
+import { attachSettlementMetrics } from '../observability/settlement-metrics.js';
+import type { FailoverFence } from '../redis/failover-fence.js';
+import type { RedisStockStore } from '../redis/stock-store.js';
+import type { Settlement } from '../settlement/settlement.js';
+import { createHandlers } from '../transport/handlers.js';
 import { uiRoutes } from '../ui/ui-routes.js';
-import { ChangeAnnouncer } from '../watch/change-announcer.js';
-import { LevelBus } from '../watch/level-bus.js';
-import { LowStockDetector } from '../watch/low-stock.js';
-import { StockEventDetector } from '../watch/stock-events.js';
-import { RedisStockEventMarks } from '../redis/sold-out-marks.js';
-import { allShards } from '../domain/routing.js';
-import { WatchService } from '../watch/watch-service.js';
+import { backgroundErrors, createLogger, type Logger } from '../util/logger.js';
+import type { ChangeAnnouncer } from '../watch/change-announcer.js';
+import type { LevelBus } from '../watch/level-bus.js';
+import type { WatchService } from '../watch/watch-service.js';
+import { closeAll, connectAll } from './connect.js';
+import { buildDomain } from './domain.js';
+import { dependencyReadiness, followReadiness, healthRoute, setServing } from './lifecycle.js';
+import { callGate, guards } from './security.js';
+import { startTransports } from './transports.js';
+import { startWorkers } from './workers.js';
+import type { SaleControl } from '../domain/sale.js';
+import type { StockEventDetector } from '../watch/stock-events.js';
 
+/** A running instance: its ports, and what tests and the bench reach into. */
 export interface App {
   config: Readonly<Config>;
   grpcPort: number;
   httpPort: number;
-  log: Logger;
   redis: Cluster;
   orm: MikroORM;
   nats: NatsConnection;
   store: RedisStockStore;
   repo: CouponRepository;
-  handlers: InventoryHandlers;
   admin: CouponAdmin;
   deduct: DeductService;
-  sweeper: MoveSweeper;
-  readiness: Readiness;
   /** Failover fence (SHARDSTOCK_FAILOVER_FENCE), undefined when off. */
   fence: FailoverFence | undefined;
   /** Auth, rate limits and load shedding in front of both ports. */
@@ -77,7 +52,6 @@ export interface App {
   watch: WatchService;
   levels: LevelBus;
   changes: ChangeAnnouncer;
-  lowStock: LowStockDetector;
   stockEvents: StockEventDetector;
   settlement: Settlement;
   sale: SaleControl;
@@ -89,145 +63,20 @@ export interface AppOptions {
   now?: (() => number) | undefined;
 }
 
-async function waitReady(redis: Cluster, timeoutMs: number): Promise<void> {
-  if (redis.status === 'ready') return;
-  await new Promise<void>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`Redis Cluster not ready after ${timeoutMs} ms`)), timeoutMs);
-    redis.once('ready', () => {
-      clearTimeout(t);
-      resolve();
-    });
-  });
-}
-
 export async function startApp(config: Readonly<Config>, logger?: Logger, options: AppOptions = {}): Promise<App> {
-  const now = options.now ?? Date.now;
   const log = logger ?? createLogger(config.logLevel, { instance: config.instanceId });
-  const redis = connectCluster({
-    nodes: config.redisNodes,
-    username: config.redisUsername,
-    password: config.redisPassword,
-    tls: tlsMaterial(config.redisTls),
-  });
-  redis.on('error', (err) => log.warn({ err: err.message }, 'redis cluster error'));
-  await waitReady(redis, 15_000);
-  const orm = await openOrm({ url: config.mysqlUrl, tls: tlsMaterial(config.mysqlTls) });
-  const nats = await connectNats({
-    servers: config.natsUrl.split(','),
-    name: `shardstock-${config.instanceId}`,
-    maxReconnectAttempts: -1,
-    reconnectTimeWait: 500,
-    ...natsSecurity(config),
-  }).catch(async (err: unknown) => {
-    // Refused credentials, no server: what is already open must not keep the process alive.
-    redis.disconnect();
-    await orm.close(true);
-    throw err;
-  });
+  const conns = await connectAll(config, log);
+  const onError = backgroundErrors(log);
 
-  const replicaAck = config.ackLevel === 'replica' ? new ReplicaAck(redis, config.waitTimeoutMs, config.ackReplicas) : undefined;
-  const fence = config.failoverFence
-    ? new FailoverFence(redis, {
-        ackLevel: config.ackLevel,
-        replicas: config.ackReplicas,
-        onFenced: (e) => log.warn(e, 'redis slots changed master: writes to them fenced until the new master is confirmed'),
-        onReopened: (e) => log.info(e, 'redis slots reopened after failover'),
-      })
-    : undefined;
-  const store = new RedisStockStore(redis, {
-    namespace: config.namespace,
-    idempotencyWindowS: config.idempotencyWindowS,
-    replicaAck,
-    fence,
-  });
   const metrics = new Metrics();
   const refused = (port: 'grpc' | 'http') => (reason: string) => metrics.refusals.child(port, reason).inc();
   const gate = callGate(config, (reason, transport) => refused(transport === 'grpc' ? 'grpc' : 'http')(reason));
   const guard = guards(gate);
-  const onServerError = (port: string) => (err: Error) => log.warn({ port, err: err.message }, 'listener error');
-  const guardedStore: StockStore = guardErrors(timed(store, metrics.redisDuration, metrics.redisErrors), 'Redis');
-  const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
-  const signals = new NatsStockSignals(nats, config.namespace);
-  const catalog = new CouponCatalog(repo);
-  const soldOut = new SoldOutCache(config.soldOutTtlMs, signals);
-  const onError = (what: string, err: unknown) => log.warn({ err: (err as Error)?.message, what }, 'background step failed');
-  // WatchStock and low-stock events: use cases mark coupons changed; one timer announces them over NATS.
-  const levels = new LevelBus(nats, config.namespace, config.instanceId);
-  const lowStock = new LowStockDetector({
-    coupon: (id) => catalog.get(id),
-    store: guardedStore,
-    marks: new RedisLowStockMarks(redis, config.namespace),
-    publish: (event) => {
-      levels.publishLowStock(event);
-      log.info(event, 'low stock');
-    },
-    global: config.lowStockThreshold,
-    overrides: config.lowStockOverrides,
-    onError,
-  });
-  // Sold-out / back-in-stock events; `admin` is built below (the level reads happen only after announcements).
-  const stockEvents = new StockEventDetector({
-    probeAvailable: async (id) =>
-      (await guardedStore.probe(allShards(await catalog.get(id)))).reduce((sum, s) => sum + (s.available ?? 0) + s.inTransit, 0),
-    exactLevel: (id) => admin.level(id, false),
-    marks: new RedisStockEventMarks(redis, config.namespace),
-    publish: (event) => {
-      levels.publishStockEvent(event);
-      log.info(event, event.kind === 'sold_out' ? 'sold out' : 'back in stock');
-    },
-    onError,
-  });
-  const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) => {
-    lowStock.check(id, returned);
-    stockEvents.check(id, returned);
-  });
-
-  // Settlement (outbox -> JetStream -> MySQL): its in-flight count also tells a shard reload what is still on its way.
-  const settlement = new Settlement({ config, redis, nats, orm, signals, stock: guardedStore, replicaAck, log });
-  const reloader = new ShardReloader(settlement.recovery, (couponId, shards, units) =>
-    log.warn({ couponId, shards, units }, 'rebuilt missing shards from MySQL and the events in flight'),
-  );
-  const admin = new CouponAdmin({
-    repo,
-    store: guardedStore,
-    catalog,
-    soldOut,
-    signals,
-    reloader,
-    defaultShards: config.defaultShards,
-    changes,
-    topology: { slotOwners: () => redis.slots },
-    now,
-  });
-  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes, now);
-  const saleSignals = new NatsSaleSignals(nats, config.namespace);
-  const sale = new SaleControl({ repo: guardErrors(new MikroSaleRepository(orm), 'the database'), catalog, signals: saleSignals, changes });
-  const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);
-  const sweeper = new MoveSweeper(guardedStore, reloader);
-  const watch = new WatchService({
-    coupon: (id) => catalog.get(id),
-    readLevel: (id) => admin.level(id, true),
-    listen: (id, cb) => levels.listen(id, cb),
-    floorMs: config.watchMinIntervalMs,
-    maxLifetimeMs: config.maxStreamLifetimeMs,
-    onError,
-  });
-  const audit = new AuditService({
-    coupon: (id) => catalog.get(id),
-    records: guardErrors(new MikroAuditRecords(orm), 'the database'),
-    requests: guardErrors(new RedisRequestRecords(redis, config.namespace), 'Redis'),
-    inFlight: (coupon) => settlement.inFlight.snapshot(coupon),
-    now,
-  });
+  const domain = buildDomain(config, conns, { log, metrics, onError, now: options.now ?? Date.now });
+  const { admin, deduct, compensate, watch, levels, changes, lowStock, stockEvents, settlement, sale, audit } = domain;
   const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler, sale, audit });
 
-  // Failures are logged by the instrumented handlers, with the call's request ids; not twice.
-  const onUnexpected = () => {};
-  const readiness = new Readiness([
-    { name: 'redis', ping: () => redis.ping() },
-    { name: 'mysql', ping: () => orm.em.fork().getConnection().execute('select 1'), critical: false },
-    { name: 'nats', ping: () => nats.flush(), critical: false },
-  ]);
+  const readiness = dependencyReadiness(conns);
   registerAppMetrics(metrics, {
     deductStats: deduct.stats,
     readiness: () => readiness.current(),
@@ -237,83 +86,27 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     lowStockEvents: () => lowStock.events,
   });
   attachSettlementMetrics(metrics, () => settlement.figures());
-  const plain: PlainRoute[] = [
+  const plain = [
     metricsRoute(metrics),
     uiRoutes({
-      listCoupons: (limit) => listRecentCoupons(orm, limit),
+      listCoupons: (limit) => listRecentCoupons(conns.orm, limit),
       admit: (req) => guard.http('ListCoupons', req.headers.authorization, req.socket?.remoteAddress ?? ''),
     }),
-    (req, res) => {
-      if (req.url !== '/healthz' && req.url !== '/readyz') return false;
-      const state = readiness.publicView();
-      const ok = req.url === '/healthz' || state.ready;
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(req.url === '/healthz' ? { status: 'ok' } : state));
-      return true;
-    },
+    healthRoute(readiness),
   ];
 
-  let grpc: GrpcServer | undefined;
-  let http: HttpServer | undefined;
-  const workers: Periodic[] = [];
-  try {
-    grpc = await startGrpcServer(config.grpcAddr, instrumentHandlers(handlers, { metrics, transport: 'grpc', log }), {
-      maxMessageBytes: config.maxMessageBytes,
-      onUnexpected,
-      guard: guard.grpc,
-      credentials: grpcServerCredentials(config),
-      network: grpcNetwork(config),
-      reflection: config.reflection,
-      onRefused: refused('grpc'),
-      onServerError: onServerError('grpc'),
-    });
-    http = await startHttpServer(config.httpAddr, {
-      routes: inventoryRoutes(instrumentHandlers(handlers, { metrics, transport: 'connect', log }), { onUnexpected, guard: guard.connect }),
-      plain,
-      maxMessageBytes: config.maxMessageBytes,
-      limits: networkLimits(config),
-      onRefused: refused('http'),
-      onServerError: onServerError('http'),
-    });
-  } catch (err) {
-    grpc?.server.forceShutdown();
-    await http?.close(0);
-    throw err;
-  }
+  const { grpc, http } = await startTransports(config, { handlers, plain, guard, metrics, log, refused });
   registerConnectionMetrics(metrics, { grpc: grpc.connections, http: http.connections });
   metrics.gaugeFrom(
     'shardstock_streams_open',
     'Long-lived streams admitted by the gate and still open (WatchStock, health Watch, reflection)',
     () => gate.streams?.open ?? 0,
   );
-  const g = grpc;
-  readiness.onChange((ready) => {
-    const status = ready ? 'SERVING' : 'NOT_SERVING';
-    g.health.setStatus('', status);
-    g.health.setStatus(InventoryService.typeName, status);
-    log.info({ ready, checks: readiness.current().checks }, 'readiness changed');
-  });
+  followReadiness(readiness, grpc.health, log);
   await readiness.check();
   readiness.start();
 
-  if (config.workers.has('sweep')) {
-    workers.push(
-      new Periodic(
-        'sweep',
-        config.sweepIntervalMs,
-        async () => {
-          for (const coupon of catalog.active()) await sweeper.sweep(coupon);
-          for (const r of await repo.unappliedRestocks(10_000)) {
-            const coupon = await repo.find(r.couponId);
-            if (coupon) await admin.applyRestock(coupon, r.requestId, r.quantity);
-          }
-        },
-        onError,
-      ).start(),
-    );
-  }
-
-  await settlement.start({ activeCoupons: () => catalog.active() });
+  const workers = await startWorkers(config, domain, onError);
 
   log.info(
     { grpc: config.grpcAddr, grpcPort: grpc.port, http: config.httpAddr, httpPort: http.port, ackLevel: config.ackLevel },
@@ -324,24 +117,21 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
   const close = () =>
     (closing ??= (async () => {
       readiness.stop();
-      g.health.setStatus('', 'NOT_SERVING');
-      g.health.setStatus(InventoryService.typeName, 'NOT_SERVING');
+      setServing(grpc.health, false);
       // Stop accepting, let in-flight calls finish within the grace period, then cut what is left.
       // Watch streams end now (they would otherwise hold the servers open for the whole grace period).
       watch.close();
-      const grpcDone = new Promise<void>((resolve) => g.server.tryShutdown(() => resolve()));
-      const grace = setTimeout(() => g.server.forceShutdown(), config.shutdownGraceMs);
-      await Promise.all([grpcDone, http!.close(config.shutdownGraceMs)]);
+      const grpcDone = new Promise<void>((resolve) => grpc.server.tryShutdown(() => resolve()));
+      const grace = setTimeout(() => grpc.server.forceShutdown(), config.shutdownGraceMs);
+      await Promise.all([grpcDone, http.close(config.shutdownGraceMs)]);
       clearTimeout(grace);
       await Promise.all(workers.map((w) => w.stop()));
       await settlement.stop();
-      signals.close();
-      saleSignals.close();
+      domain.signals.close();
+      domain.saleSignals.close();
       changes.close();
-      await nats.drain().catch(() => nats.close());
-      fence?.stop();
-      await redis.quit().catch(() => redis.disconnect());
-      await orm.close(true);
+      domain.fence?.stop();
+      await closeAll(conns);
       log.info('shardstock stopped');
     })());
 
@@ -349,24 +139,19 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     config,
     grpcPort: grpc.port,
     httpPort: http.port,
-    log,
-    redis,
-    orm,
-    nats,
-    store,
-    repo,
-    handlers,
+    redis: conns.redis,
+    orm: conns.orm,
+    nats: conns.nats,
+    store: domain.store,
+    repo: domain.repo,
     admin,
     deduct,
-    sweeper,
-    readiness,
-    fence,
+    fence: domain.fence,
     gate,
     metrics,
     watch,
     levels,
     changes,
-    lowStock,
     stockEvents,
     settlement,
     sale,

@@ -6,7 +6,7 @@ import type { Coupon, ShardRef } from '../domain/ports.js';
 import { claimShard, homeShard, shardRef } from '../domain/routing.js';
 import * as v from '../domain/validate.js';
 import type { LedgerKind } from '../db/entities.js';
-import { ANOMALY } from '../settlement/ledger-store.js';
+import { ANOMALY } from '../settlement/settle/ledger-store.js';
 import type { SettlementEvent } from '../settlement/event.js';
 import { decodePageToken, encodePageToken, pageSize } from './page-token.js';
 

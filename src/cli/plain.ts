@@ -2,14 +2,17 @@
 // lowercase outcome names, ISO timestamps. These shapes are the CLI's scripting contract.
 import { timestampDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import {
-  CompensateOutcome,
-  DeductOutcome,
+  type CompensateOutcome,
+  CompensateOutcomeSchema,
   SaleStatus,
   type SaleState,
   type Coupon,
+  type DeductOutcome,
+  DeductOutcomeSchema,
   type ReconcileResponse,
   type StockLevel,
 } from '../gen/inventory/v1/inventory_pb.js';
+import { enumValueName } from '../protocol/enum-names.js';
 
 const n = (v: bigint | number) => Number(v);
 const iso = (t: Timestamp | undefined) => (t ? timestampDate(t).toISOString() : null);
@@ -68,26 +71,8 @@ export function plainLevel(l: StockLevel | undefined) {
   };
 }
 
-const DEDUCT_NAMES: Record<DeductOutcome, string> = {
-  [DeductOutcome.UNSPECIFIED]: 'unspecified',
-  [DeductOutcome.DEDUCTED]: 'deducted',
-  [DeductOutcome.SOLD_OUT]: 'sold_out',
-  [DeductOutcome.INSUFFICIENT]: 'insufficient',
-  [DeductOutcome.USER_LIMIT_EXCEEDED]: 'user_limit_exceeded',
-  [DeductOutcome.NOT_STARTED]: 'not_started',
-  [DeductOutcome.ENDED]: 'ended',
-  [DeductOutcome.SALE_PAUSED]: 'sale_paused',
-};
-
-const COMPENSATE_NAMES: Record<CompensateOutcome, string> = {
-  [CompensateOutcome.UNSPECIFIED]: 'unspecified',
-  [CompensateOutcome.COMPENSATED]: 'compensated',
-  [CompensateOutcome.ALREADY_COMPENSATED]: 'already_compensated',
-  [CompensateOutcome.NOT_DEDUCTED]: 'not_deducted',
-};
-
-export const deductOutcomeName = (o: DeductOutcome) => DEDUCT_NAMES[o] ?? `unknown(${o})`;
-export const compensateOutcomeName = (o: CompensateOutcome) => COMPENSATE_NAMES[o] ?? `unknown(${o})`;
+export const deductOutcomeName = (o: DeductOutcome) => enumValueName(DeductOutcomeSchema, o) ?? `unknown(${o})`;
+export const compensateOutcomeName = (o: CompensateOutcome) => enumValueName(CompensateOutcomeSchema, o) ?? `unknown(${o})`;
 
 export function plainReconcile(r: ReconcileResponse) {
   return {

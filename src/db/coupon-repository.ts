@@ -1,4 +1,5 @@
-// CouponRepository on MikroORM: a fresh EntityManager fork per unit of work.
+// CouponRepository on MikroORM: a fresh EntityManager fork per unit of work. Every read of coupon rows outside
+// a settlement transaction is here (settlement's LedgerStore and the live page's list delegate to it).
 import type { MikroORM } from '@mikro-orm/mysql';
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { Coupon, CouponRepository, NewCoupon, RestockResult } from '../domain/ports.js';
@@ -74,6 +75,33 @@ export class MikroCouponRepository implements CouponRepository {
   async find(id: string): Promise<Coupon | null> {
     const row = await this.orm.em.fork().findOne(CouponRow, { id });
     return row ? toCoupon(row) : null;
+  }
+
+  /** Coupons created or settled since `sinceMs`: whose outboxes may hold events no live instance knows of. */
+  async recentlyActive(sinceMs: number, limit: number): Promise<Coupon[]> {
+    const since = new Date(sinceMs);
+    const rows = await this.orm.em
+      .fork()
+      .find(
+        CouponRow,
+        { $or: [{ updatedAt: { $gte: since } }, { createdAt: { $gte: since } }] },
+        { orderBy: { updatedAt: 'desc' }, limit },
+      );
+    return rows.map(toCoupon);
+  }
+
+  /** One page of all coupons by id, for a slow walk over every coupon. */
+  async page(afterId: string, limit: number): Promise<Coupon[]> {
+    const rows = await this.orm.em.fork().find(CouponRow, { id: { $gt: afterId } }, { orderBy: { id: 'asc' }, limit });
+    return rows.map(toCoupon);
+  }
+
+  /** The most recently created coupons, only the columns a list shows. */
+  async newest(limit: number): Promise<Pick<Coupon, 'id' | 'totalStock' | 'shardCount' | 'createdAt'>[]> {
+    const rows = await this.orm.em
+      .fork()
+      .find(CouponRow, {}, { orderBy: { createdAt: 'desc' }, limit, fields: ['id', 'totalStock', 'shardCount', 'createdAt'] });
+    return rows.map((r) => ({ id: r.id, totalStock: Number(r.totalStock), shardCount: r.shardCount, createdAt: r.createdAt }));
   }
 
   async markPreheated(id: string): Promise<void> {

@@ -1,55 +1,25 @@
-// Coupon administration: create (with preheating), read the level, restock.
+// Coupon administration: create (with preheating), read the level, restock (and finish restocks a crash
+// interrupted).
 import { DomainError, invalid, notFound } from './errors.js';
-import type { ClusterTopology, Coupon, CouponRepository, SaleSettings, StockChanges, StockSignals, StockStore } from './ports.js';
+import type { Coupon, CreateCouponInput, RestockInput, SaleSettings, SaleView, StockLevel } from './model.js';
+import type { CouponRepository, ShardPlacement, StockChanges, StockSignals, StockStore } from './ports.js';
 import { allShards, splitEvenly } from './routing.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
-import { chooseShardTags } from '../redis/shard-tags.js';
+import { restockCreditId } from './ids.js';
 import * as v from './validate.js';
-import { ALWAYS_OPEN, saleStatus, saleWindow, type Instant, type SaleStatus } from './sale.js';
-
-export interface CreateCouponInput {
-  couponId: string;
-  totalStock: bigint;
-  shardCount: number;
-  perUserLimit: number;
-  /** Optional sale window; not part of the definition (a replay neither compares nor changes it). */
-  startsAt?: Instant;
-  endsAt?: Instant;
-}
-
-/** A coupon's sale settings with their status at `now`. */
-export interface SaleView {
-  startsAt: number | null;
-  endsAt: number | null;
-  paused: boolean;
-  status: SaleStatus;
-}
+import { ALWAYS_OPEN, saleStatus, saleWindow } from './sale.js';
 
 export function saleView(sale: SaleSettings | undefined, nowMs: number): SaleView {
   const s = sale ?? ALWAYS_OPEN;
   return { startsAt: s.startsAt, endsAt: s.endsAt, paused: s.paused, status: saleStatus(s, nowMs) };
 }
 
-export interface StockLevel {
-  couponId: string;
-  totalStock: number;
-  available: number;
-  deducted: number;
-  settledRemaining: number;
-  pendingSettlement: number;
-  soldOut: boolean;
-  shards: { index: number; available: number; inTransit: number }[];
-  observedAt: Date;
-  /** Absent only in levels built by hand (tests). */
-  sale?: SaleView;
-}
-
 export interface AdminDeps {
   repo: CouponRepository;
   store: StockStore;
-  topology: ClusterTopology;
+  placement: ShardPlacement;
   catalog: CouponCatalog;
   soldOut: SoldOutCache;
   signals: StockSignals;
@@ -96,7 +66,7 @@ export class CouponAdmin {
     if (input.perUserLimit < 0) throw invalid('per_user_limit', `must be >= 0 (0 = unlimited), got ${input.perUserLimit}`);
     const window = saleWindow(input.startsAt, input.endsAt);
 
-    const shardTags = chooseShardTags(id, shardCount, this.d.topology.slotOwners());
+    const shardTags = this.d.placement.shardTags(id, shardCount);
     const { coupon, created } = await this.d.repo.create({
       id,
       initialStock: total,
@@ -162,7 +132,7 @@ export class CouponAdmin {
     return this.d.now ? this.d.now() : Date.now();
   }
 
-  async restock(input: { couponId: string; quantity: bigint; requestId: string }): Promise<{ level: StockLevel; replayed: boolean }> {
+  async restock(input: RestockInput): Promise<{ level: StockLevel; replayed: boolean }> {
     const couponId = v.couponId(input.couponId);
     const quantity = v.units('quantity', input.quantity, 1n, v.MAX_TOTAL_STOCK);
     const requestId = v.requestId(input.requestId);
@@ -174,14 +144,23 @@ export class CouponAdmin {
     return { level: await this.levelOf(coupon, true), replayed: r.replayed };
   }
 
-  /** Credits each shard its share, once per shard (credit id R:<request_id>); also finishes restocks a crash interrupted. */
+  /** Finishes restocks committed in MySQL whose shards a crash left without their shares (run periodically):
+   * older than `olderThanMs`, so a restock still being applied by its own call is left to it. */
+  async finishRestocks(olderThanMs: number): Promise<void> {
+    for (const r of await this.d.repo.unappliedRestocks(olderThanMs)) {
+      const coupon = await this.d.repo.find(r.couponId);
+      if (coupon) await this.applyRestock(coupon, r.requestId, r.quantity);
+    }
+  }
+
+  /** Credits each shard its share, once per shard (restockCreditId); also finishes restocks a crash interrupted. */
   async applyRestock(coupon: Coupon, requestId: string, quantity: number): Promise<void> {
     const split = splitEvenly(quantity, coupon.shardCount);
     await Promise.all(
       allShards(coupon).map(async (s) => {
         if (split[s.index] === 0) return;
         for (let attempt = 0; ; attempt++) {
-          const r = await this.d.store.credit(s, `R:${requestId}`, split[s.index]!);
+          const r = await this.d.store.credit(s, restockCreditId(requestId), split[s.index]!);
           if (r === 'applied' || r === 'already') return;
           // Missing: the recovery rebuilds it (recording this share as applied if its remaining has it).
           // Paused: a recovery holds the coupon. Either way the credit is tried again: it counts at most once.

@@ -1,5 +1,6 @@
 // Compensate: gives the units of one recorded deduction back to the shard that served it, once.
 import { DomainError } from './errors.js';
+import type { CompensateInput } from './model.js';
 import type { StockChanges, StockSignals, StockStore } from './ports.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
@@ -9,12 +10,6 @@ import { claimShard, homeShard, shardRef } from './routing.js';
 import * as v from './validate.js';
 
 export type CompensateOutcome = 'compensated' | 'already_compensated' | 'not_deducted';
-
-export interface CompensateInput {
-  couponId: string;
-  requestId: string;
-  reason: string;
-}
 
 export class CompensateService {
   constructor(

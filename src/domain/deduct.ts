@@ -4,10 +4,12 @@
 // so a coupon is sold out only when all of its shards are empty.
 import { randomBytes } from 'node:crypto';
 import { DomainError, invalid } from './errors.js';
-import type { Coupon, Credit, ShardLevel, StockChanges, StockStore } from './ports.js';
+import type { Coupon, DeductInput } from './model.js';
+import type { Credit, ShardLevel, StockChanges, StockStore } from './ports.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
+import { moveCreditId, moveIdFor, moveRound } from './ids.js';
 import { allShards, claimShard, homeShard, shardRef } from './routing.js';
 import * as v from './validate.js';
 import { saleStatus } from './sale.js';
@@ -21,15 +23,6 @@ export type DeductOutcome =
   | 'not_started'
   | 'ended'
   | 'sale_paused';
-
-export interface DeductInput {
-  couponId: string;
-  requestId: string;
-  userId: string;
-  quantity: bigint;
-  /** Grant what is left up to `quantity` rather than answering insufficient. */
-  allowPartial?: boolean;
-}
 
 export interface DeductResult {
   outcome: DeductOutcome;
@@ -215,7 +208,7 @@ export class DeductService {
             want = plan.shrinkTo;
             continue;
           }
-          const taken = await this.moveIn(coupon, home, `${requestId}/${attempt}.${round}`, plan);
+          const taken = await this.moveIn(coupon, home, moveRound(requestId, attempt, round), plan);
           credits = taken.credits;
           moved = taken.moved;
           creditEpoch = r.epoch;
@@ -267,7 +260,7 @@ export class DeductService {
     const moved: { source: number; moveId: string }[] = [];
     await Promise.all(
       sources.map(async ({ index, want }) => {
-        const moveId = `${attempt}/${index}>${home}`;
+        const moveId = moveIdFor(attempt, index, home);
         let taken: number | 'missing' | 'paused';
         try {
           taken = await this.store.moveOut(shardRef(coupon, index), moveId, home, want);
@@ -285,7 +278,7 @@ export class DeductService {
         if (taken > 0) {
           this.stats.moves++;
           this.stats.movedUnits += taken;
-          credits.push({ id: `M:${moveId}`, quantity: taken });
+          credits.push({ id: moveCreditId(moveId), quantity: taken });
           moved.push({ source: index, moveId });
         }
       }),

@@ -3,6 +3,7 @@
 // acknowledges at the source. Nothing is created: the units were counted as transit at the source until now.
 import type { Coupon, StockStore } from './ports.js';
 import type { ShardReloader } from './shard-reloader.js';
+import { moveCreditId } from './ids.js';
 import { allShards, shardRef } from './routing.js';
 
 export class MoveSweeper {
@@ -21,11 +22,11 @@ export class MoveSweeper {
       for (const m of await this.store.pendingMoves(source)) {
         if (Date.now() - m.startedMs < this.graceMs) continue;
         const target = shardRef(coupon, m.target);
-        let r = await this.store.credit(target, `M:${m.moveId}`, m.quantity);
+        let r = await this.store.credit(target, moveCreditId(m.moveId), m.quantity);
         if (r === 'missing') {
           // The reload counts this move's units as transit of the source, so crediting afterwards is exact.
           await this.reloader.reload(coupon, m.target);
-          r = await this.store.credit(target, `M:${m.moveId}`, m.quantity);
+          r = await this.store.credit(target, moveCreditId(m.moveId), m.quantity);
         }
         // Missing still, or paused by a recovery: the next sweep finishes it.
         if (r === 'missing' || r === 'paused') continue;

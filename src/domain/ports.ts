@@ -1,39 +1,13 @@
 // The narrow interfaces the domain needs from infrastructure. Redis, MySQL and NATS implementations live in
 // src/redis, src/db and src/settlement; the use cases never see a client library type.
 
-export interface Coupon {
-  id: string;
-  initialStock: number;
-  /** Initial stock plus restocks. */
-  totalStock: number;
-  shardCount: number;
-  perUserLimit: number;
-  /** Hash tag of each shard, index = shard number. */
-  shardTags: string[];
-  preheated: boolean;
-  settledRemaining: number;
-  createdAt: Date;
-  /** Sale window and kill switch (src/domain/sale.ts); absent on records older than them = always open. */
-  sale?: SaleSettings;
-}
+import type { Coupon, SaleSettings, ShardRef } from './model.js';
 
-export interface SaleSettings {
-  /** ms since epoch; null = open since creation. */
-  startsAt: number | null;
-  /** ms since epoch, exclusive; null = no end. */
-  endsAt: number | null;
-  paused: boolean;
-  /** Bumped by every change in MySQL: an instance applies a change only if it is newer than what it holds. */
-  revision: number;
-}
+// Adapters implement these over the domain's own types; re-exported so they need one import.
+export type { Coupon, SaleSettings, ShardRef } from './model.js';
 
-export interface ShardRef {
-  couponId: string;
-  index: number;
-  tag: string;
-}
-
-export interface DeductInput {
+/** One deduction as deduct-5.lua takes it (validated; the coupon's per-user limit attached). */
+export interface DeductScriptInput {
   requestId: string;
   userId: string;
   quantity: number;
@@ -86,7 +60,7 @@ export interface StockStore {
   /** net: units the shard counts as deducted (a reloaded shard's share of the coupon's net deductions). */
   initShard(shard: ShardRef, available: number, net?: number): Promise<boolean>;
   /** creditEpoch: the epoch of the 'short' answer the credits were planned under ('' without credits). */
-  deduct(shard: ShardRef, input: DeductInput, credits: Credit[], creditEpoch?: string): Promise<DeductScriptResult>;
+  deduct(shard: ShardRef, input: DeductScriptInput, credits: Credit[], creditEpoch?: string): Promise<DeductScriptResult>;
   /** limitedUserId: the deduction's user when the coupon has a per-user limit (its count is given back). */
   compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult>;
   /** SET NX GET of "user|quantity" on the request's own shard, held briefly; returns what was there before
@@ -168,9 +142,9 @@ export interface StockChanges {
   changed(couponId: string, returned: boolean): void;
 }
 
-/** What topology the cluster has now: slot -> master, for choosing shard tags. */
-export interface ClusterTopology {
-  slotOwners(): ReadonlyArray<ReadonlyArray<string> | undefined>;
+/** Where a new coupon's shards live: one hash tag per shard, spread over the cluster as it is now. */
+export interface ShardPlacement {
+  shardTags(couponId: string, shardCount: number): string[];
 }
 
 /** Net units of one coupon's events not settled in MySQL yet (outbox + JetStream). */

@@ -1,6 +1,6 @@
 import type { RecoveryReport } from './ports.js';
 
-// What a reconciliation reports for one coupon (see src/settlement/reconciler.ts for how it is computed).
+// What a reconciliation reports for one coupon (see src/settlement/reconcile/reconciler.ts for how it is computed).
 export interface Reconciliation {
   couponId: string;
   totalStock: number;

@@ -3,19 +3,21 @@
 // message is healed by the coupon catalog's background re-read.
 import { StringCodec, type NatsConnection, type Subscription } from 'nats';
 import type { SaleSettings, SaleSignals } from '../domain/ports.js';
-import { subjectToken } from '../watch/level-bus.js';
+import { natsSubjects, type NatsSubjects } from './subjects.js';
 
 const sc = StringCodec();
 
 export class NatsSaleSignals implements SaleSignals {
   private readonly listeners = new Set<(couponId: string, sale: SaleSettings) => void>();
   private readonly sub: Subscription;
+  private readonly subjects: NatsSubjects;
 
   constructor(
     private readonly nc: NatsConnection,
-    private readonly subjectPrefix: string,
+    namespace: string,
   ) {
-    this.sub = nc.subscribe(`${subjectPrefix}.signals.sale.>`, {
+    this.subjects = natsSubjects(namespace);
+    this.sub = nc.subscribe(this.subjects.saleAll, {
       callback: (err, msg) => {
         if (err) return;
         let body: { couponId: string; sale: SaleSettings };
@@ -31,7 +33,7 @@ export class NatsSaleSignals implements SaleSignals {
 
   saleChanged(couponId: string, sale: SaleSettings): void {
     try {
-      this.nc.publish(`${this.subjectPrefix}.signals.sale.${subjectToken(couponId)}`, sc.encode(JSON.stringify({ couponId, sale })));
+      this.nc.publish(this.subjects.sale(couponId), sc.encode(JSON.stringify({ couponId, sale })));
     } catch {
       // Connection closed or draining: other instances pick the change up on their next re-read.
     }

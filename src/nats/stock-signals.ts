@@ -2,19 +2,21 @@
 // message is harmless: an instance's sold-out flag also expires on its own.
 import { StringCodec, type NatsConnection, type Subscription } from 'nats';
 import type { StockSignals } from '../domain/ports.js';
-import { subjectToken } from '../watch/level-bus.js';
+import { natsSubjects } from './subjects.js';
 
 const sc = StringCodec();
 
 export class NatsStockSignals implements StockSignals {
   private readonly listeners = new Set<(couponId: string) => void>();
   private readonly sub: Subscription;
+  private readonly subjects;
 
   constructor(
     private readonly nc: NatsConnection,
-    private readonly subjectPrefix: string,
+    namespace: string,
   ) {
-    this.sub = nc.subscribe(`${subjectPrefix}.signals.returned.>`, {
+    this.subjects = natsSubjects(namespace);
+    this.sub = nc.subscribe(this.subjects.stockReturnedAll, {
       callback: (err, msg) => {
         if (err) return;
         const couponId = sc.decode(msg.data);
@@ -25,8 +27,8 @@ export class NatsStockSignals implements StockSignals {
 
   stockReturned(couponId: string): void {
     try {
-      // The payload carries the id; the subject token is escaped so ids with dots stay one token.
-      this.nc.publish(`${this.subjectPrefix}.signals.returned.${subjectToken(couponId)}`, sc.encode(couponId));
+      // The payload carries the id: the subject holds it escaped (nats/subjects.ts).
+      this.nc.publish(this.subjects.stockReturned(couponId), sc.encode(couponId));
     } catch {
       // Connection closed or draining: other instances fall back to their flag's TTL.
     }

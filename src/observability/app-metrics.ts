@@ -3,7 +3,7 @@
 import type { ReadinessState } from '../app/readiness.js';
 import type { DeductStats } from '../domain/deduct.js';
 import type { WatchStats } from '../watch/watch-service.js';
-import type { StockLevel } from '../domain/admin.js';
+import type { StockLevel } from '../domain/model.js';
 import type { Metrics } from './metrics.js';
 
 /** Per-coupon gauges cover at most this many watched coupons (those with the most streams). */

@@ -3,7 +3,8 @@
 // client sent one, the message's request_id and coupon_id) — never the user id or anything secret.
 // Both transports get their own wrapper over the same handlers, so instrumentation lives in one place.
 import { randomBytes } from 'node:crypto';
-import { CompensateOutcome, DeductOutcome } from '../gen/inventory/v1/inventory_pb.js';
+import { CompensateOutcomeSchema, DeductOutcomeSchema, InventoryService } from '../gen/inventory/v1/inventory_pb.js';
+import { enumValueName } from '../protocol/enum-names.js';
 import type { CallContext, InventoryHandlers } from '../transport/handlers.js';
 import { GrpcCode, toStatus } from '../transport/status.js';
 import { LogThrottle } from '../util/log-throttle.js';
@@ -13,23 +14,8 @@ import type { Metrics, Transport } from './metrics.js';
 
 const CODE_NAMES: Record<number, string> = Object.fromEntries(Object.entries(GrpcCode).map(([name, code]) => [code, name.toLowerCase()]));
 
-const DEDUCT_NAMES: Record<number, string> = {
-  [DeductOutcome.UNSPECIFIED]: 'unspecified',
-  [DeductOutcome.DEDUCTED]: 'deducted',
-  [DeductOutcome.SOLD_OUT]: 'sold_out',
-  [DeductOutcome.INSUFFICIENT]: 'insufficient',
-  [DeductOutcome.USER_LIMIT_EXCEEDED]: 'user_limit_exceeded',
-  [DeductOutcome.NOT_STARTED]: 'not_started',
-  [DeductOutcome.ENDED]: 'ended',
-  [DeductOutcome.SALE_PAUSED]: 'sale_paused',
-};
-
-const COMPENSATE_NAMES: Record<number, string> = {
-  [CompensateOutcome.UNSPECIFIED]: 'unspecified',
-  [CompensateOutcome.COMPENSATED]: 'compensated',
-  [CompensateOutcome.ALREADY_COMPENSATED]: 'already_compensated',
-  [CompensateOutcome.NOT_DEDUCTED]: 'not_deducted',
-};
+/** Method names and outcome labels come from the descriptors (protocol/enum-names.ts). */
+const M = InventoryService.method;
 
 export interface InstrumentOptions {
   metrics: Metrics;
@@ -117,45 +103,45 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
       }
     };
   };
-  const watchCalls = counterFor('WatchStock');
+  const watchCalls = counterFor(M.watchStock.name);
   const watchMessages = metrics.watchMessages.child(transport);
 
   return {
-    createCoupon: unary('CreateCoupon', (req, ctx) => h.createCoupon(req, ctx)),
-    getStock: unary('GetStock', (req, ctx) => h.getStock(req, ctx)),
+    createCoupon: unary(M.createCoupon.name, (req, ctx) => h.createCoupon(req, ctx)),
+    getStock: unary(M.getStock.name, (req, ctx) => h.getStock(req, ctx)),
     restock: unary(
-      'Restock',
+      M.restock.name,
       (req, ctx) => h.restock(req, ctx),
       (r) => (r.replayed ? 'replayed' : 'ok'),
     ),
     deduct: unary(
-      'Deduct',
+      M.deduct.name,
       (req, ctx) => h.deduct(req, ctx),
-      (r) => (r.replayed ? 'replayed' : (DEDUCT_NAMES[r.outcome] ?? 'unknown')),
+      (r) => (r.replayed ? 'replayed' : (enumValueName(DeductOutcomeSchema, r.outcome) ?? 'unknown')),
     ),
     compensate: unary(
-      'Compensate',
+      M.compensate.name,
       (req, ctx) => h.compensate(req, ctx),
-      (r) => COMPENSATE_NAMES[r.outcome] ?? 'unknown',
+      (r) => enumValueName(CompensateOutcomeSchema, r.outcome) ?? 'unknown',
     ),
-    reconcile: unary('Reconcile', (req, ctx) => h.reconcile(req, ctx)),
-    setSaleWindow: unary('SetSaleWindow', (req, ctx) => h.setSaleWindow(req, ctx)),
-    getDeduction: unary('GetDeduction', (req, ctx) => h.getDeduction(req, ctx)),
-    listLedger: unary('ListLedger', (req, ctx) => h.listLedger(req, ctx)),
-    listAnomalies: unary('ListAnomalies', (req, ctx) => h.listAnomalies(req, ctx)),
+    reconcile: unary(M.reconcile.name, (req, ctx) => h.reconcile(req, ctx)),
+    setSaleWindow: unary(M.setSaleWindow.name, (req, ctx) => h.setSaleWindow(req, ctx)),
+    getDeduction: unary(M.getDeduction.name, (req, ctx) => h.getDeduction(req, ctx)),
+    listLedger: unary(M.listLedger.name, (req, ctx) => h.listLedger(req, ctx)),
+    listAnomalies: unary(M.listAnomalies.name, (req, ctx) => h.listAnomalies(req, ctx)),
     pauseSale: unary(
-      'PauseSale',
+      M.pauseSale.name,
       (req, ctx) => h.pauseSale(req, ctx),
       (r) => (r.changed ? 'ok' : 'unchanged'),
     ),
     resumeSale: unary(
-      'ResumeSale',
+      M.resumeSale.name,
       (req, ctx) => h.resumeSale(req, ctx),
       (r) => (r.changed ? 'ok' : 'unchanged'),
     ),
 
     async *watchStock(req, ctx) {
-      const method = 'WatchStock';
+      const method = M.watchStock.name;
       const start = performance.now();
       const fields = lazyFields(method, req, ctx);
       let outcome = 'ok';

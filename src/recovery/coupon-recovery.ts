@@ -24,9 +24,9 @@ import type {
 } from '../domain/ports.js';
 import { allShards, claimShard, homeShard, shardRef, splitEvenly } from '../domain/routing.js';
 import { PauseLost, type RedisRecoveryStore, type RestoredRecord } from '../redis/recovery-store.js';
-import { eventId } from '../settlement/event.js';
-import { InFlight } from '../settlement/in-flight.js';
-import type { LedgerStore } from '../settlement/ledger-store.js';
+import { eventId, moveCreditId, restockCreditId } from '../domain/ids.js';
+import { InFlight } from '../settlement/reconcile/in-flight.js';
+import type { LedgerStore } from '../settlement/settle/ledger-store.js';
 import type { Logger } from '../util/logger.js';
 import { type LiveShard, planRecovery } from './recovery-plan.js';
 
@@ -141,10 +141,10 @@ export class CouponRecoveryService implements CouponRecovery {
       // now, recorded as applied on rebuilt ones (their stock comes from the remaining, which has them). A
       // restock committed after that read is not in the remaining and credits every shard itself later.
       const restocks = view.unappliedRestocks;
-      const restockIds = restocks.map((r) => `R:${r.requestId}`);
+      const restockIds = restocks.map((r) => restockCreditId(r.requestId));
       for (const s of live) {
         const credits = restocks
-          .map((r) => ({ id: `R:${r.requestId}`, quantity: splitEvenly(r.quantity, coupon.shardCount)[s.index]! }))
+          .map((r) => ({ id: restockCreditId(r.requestId), quantity: splitEvenly(r.quantity, coupon.shardCount)[s.index]! }))
           .filter((c) => c.quantity > 0);
         if (credits.length === 0) continue;
         const after = await this.d.store.adjust(shards[s.index]!, token, 0, credits);
@@ -154,7 +154,7 @@ export class CouponRecoveryService implements CouponRecovery {
       // Units of a move that already landed at its target are counted there, not as the source's transit.
       for (const s of live) {
         for (const m of await this.d.stock.pendingMoves(shards[s.index]!)) {
-          if (m.target < shards.length && (await this.d.store.landed(shards[m.target]!, `M:${m.moveId}`))) {
+          if (m.target < shards.length && (await this.d.store.landed(shards[m.target]!, moveCreditId(m.moveId)))) {
             s.inTransit = Math.max(0, s.inTransit - m.quantity);
           }
         }

@@ -2,6 +2,7 @@
 // {c1:s0}..{c1:s7} were measured landing 4/2/2 on 3 masters. Shard i goes to master i mod M (masters in a
 // stable order), and its tag gets the first salt whose slot that master owns.
 import slotOf from 'cluster-key-slot';
+import type { ShardPlacement } from '../domain/ports.js';
 import { shardTag } from './keys.js';
 
 /** slot -> owning master ("host:port"), as ioredis keeps it in `cluster.slots`. */
@@ -19,4 +20,13 @@ export function chooseShardTags(couponId: string, shardCount: number, owners: Sl
     tags.push(shardTag(couponId, i, salt));
   }
   return tags;
+}
+
+/** ShardPlacement over the cluster's slot map as the client knows it now (ioredis: `() => cluster.slots`). */
+export class SlotMapPlacement implements ShardPlacement {
+  constructor(private readonly owners: () => SlotOwners) {}
+
+  shardTags(couponId: string, shardCount: number): string[] {
+    return chooseShardTags(couponId, shardCount, this.owners());
+  }
 }

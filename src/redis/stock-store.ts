@@ -3,7 +3,7 @@ import type { Cluster } from 'ioredis';
 import type {
   CompensateScriptResult,
   Credit,
-  DeductInput,
+  DeductScriptInput,
   DeductScriptResult,
   PendingMove,
   ShardLevel,
@@ -13,6 +13,7 @@ import type {
 import { scriptFn } from './cluster.js';
 import { RELAY_GROUP, shardKeys, type ShardKeys } from './keys.js';
 import type { ReplicaAck } from './replica-ack.js';
+import { parseShardLevel, SHARD_LEVEL_FIELDS } from './shard-level.js';
 
 /** Applied credit ids are kept this long: far longer than any move or restock stays unfinished. */
 const CREDIT_RETENTION_MS = 7 * 24 * 3600 * 1000;
@@ -68,7 +69,7 @@ export class RedisStockStore implements StockStore {
     return (await this.shardInit(k.shard, k.outbox, available, RELAY_GROUP, net)) === 1;
   }
 
-  async deduct(shard: ShardRef, input: DeductInput, credits: Credit[], creditEpoch = ''): Promise<DeductScriptResult> {
+  async deduct(shard: ShardRef, input: DeductScriptInput, credits: Credit[], creditEpoch = ''): Promise<DeductScriptResult> {
     const k = this.keys(shard);
     const args: (string | number)[] = [
       k.shard,
@@ -178,15 +179,9 @@ export class RedisStockStore implements StockStore {
   async probe(shards: ShardRef[]): Promise<ShardLevel[]> {
     return Promise.all(
       shards.map(async (s) => {
-        const [avail, transit, net] = await this.redis.hmget(this.keys(s).shard, 'avail', 'transit', 'net');
+        const level = parseShardLevel(s.index, await this.redis.hmget(this.keys(s).shard, ...SHARD_LEVEL_FIELDS));
         const fencedRetryAfterMs = this.options.fence?.retryAfterMs?.(this.keys(s).shard);
-        return {
-          index: s.index,
-          available: avail === null || avail === undefined ? null : Number(avail),
-          inTransit: Number(transit ?? 0),
-          net: Number(net ?? 0),
-          ...(fencedRetryAfterMs === undefined ? {} : { fencedRetryAfterMs }),
-        };
+        return fencedRetryAfterMs === undefined ? level : { ...level, fencedRetryAfterMs };
       }),
     );
   }

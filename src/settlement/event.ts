@@ -1,5 +1,5 @@
-// One stock event on its way from a shard's outbox to the MySQL ledger: its identity, its JSON form on
-// JetStream, and the NATS subject it travels on.
+// One stock event on its way from a shard's outbox to the MySQL ledger: its identity and its JSON form on
+// JetStream (its subject: nats/subjects.ts).
 
 export type EventKind = 'D' | 'C';
 
@@ -17,11 +17,8 @@ export interface SettlementEvent {
   reason: string;
 }
 
-/** `<kind>:<couponId>:<requestId>`: the JetStream message id (duplicate window) and the anomaly key. One
- * deduction and at most one compensation exist per request, exactly like the ledger's unique key. */
-export function eventId(e: Pick<SettlementEvent, 'kind' | 'couponId' | 'requestId'>): string {
-  return `${e.kind}:${e.couponId}:${e.requestId}`;
-}
+/** Defined with every other id in domain/ids.ts; re-exported for the event's readers. */
+export { eventId } from '../domain/ids.js';
 
 /** What the event does to the units Redis handed out: a deduction takes, a compensation gives back. */
 export function signedQuantity(e: Pick<SettlementEvent, 'kind' | 'quantity'>): number {
@@ -30,19 +27,33 @@ export function signedQuantity(e: Pick<SettlementEvent, 'kind' | 'quantity'>): n
 
 export const LEDGER_KIND = { D: 'DEDUCT', C: 'COMPENSATE' } as const;
 
+/** The outbox entry's field names, as lua/deduct-5.lua and lua/compensate-4.lua XADD them (a test keeps the
+ * scripts and this list in step). */
+export const OUTBOX_FIELDS = {
+  kind: 'k',
+  couponId: 'c',
+  requestId: 'r',
+  userId: 'u',
+  quantity: 'q',
+  shard: 's',
+  occurredAt: 't',
+  reason: 'm',
+} as const satisfies Record<keyof SettlementEvent, string>;
+
 /** The outbox stream entry's field list, as the Lua scripts XADD it. */
 export function fromOutboxFields(fields: string[]): SettlementEvent | null {
   const f: Record<string, string> = {};
   for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i]!] = fields[i + 1]!;
+  const F = OUTBOX_FIELDS;
   return validate({
-    kind: f.k as EventKind,
-    couponId: f.c ?? '',
-    requestId: f.r ?? '',
-    userId: f.u ?? '',
-    quantity: Number(f.q),
-    shard: Number(f.s),
-    occurredAt: Number(f.t),
-    reason: f.m ?? '',
+    kind: f[F.kind] as EventKind,
+    couponId: f[F.couponId] ?? '',
+    requestId: f[F.requestId] ?? '',
+    userId: f[F.userId] ?? '',
+    quantity: Number(f[F.quantity]),
+    shard: Number(f[F.shard]),
+    occurredAt: Number(f[F.occurredAt]),
+    reason: f[F.reason] ?? '',
   });
 }
 
@@ -83,9 +94,4 @@ function validate(e: SettlementEvent): SettlementEvent | null {
   if (!Number.isSafeInteger(e.shard) || e.shard < 0) return null;
   if (!Number.isFinite(e.occurredAt)) return null;
   return e;
-}
-
-/** Coupon ids may contain `.`, a NATS token separator; `_` escapes so the mapping stays one-to-one. */
-export function subjectToken(couponId: string): string {
-  return couponId.replace(/[_.]/g, (c) => (c === '_' ? '_5F' : '_2E'));
 }

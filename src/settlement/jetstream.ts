@@ -17,7 +17,8 @@ import {
   type StoredMsg,
   type StreamInfo,
 } from 'nats';
-import { decodeEvent, eventId, subjectToken, type SettlementEvent } from './event.js';
+import { natsSubjects } from '../nats/subjects.js';
+import { decodeEvent, eventId, type SettlementEvent } from './event.js';
 
 /** JetStream drops a republished event id within this window (it keeps every id seen in it in memory, so a
  * longer window costs server memory at peak rates); the ledger's unique key catches anything older. */
@@ -34,12 +35,12 @@ export interface SettlementNames {
 }
 
 export function settlementNames(namespace: string): SettlementNames {
-  const subjectPrefix = `${namespace}.events`;
+  const subjects = natsSubjects(namespace);
   return {
     stream: `${namespace}_settlement`,
     durable: `${namespace}_settler`,
-    subjectPrefix,
-    subject: (couponId) => `${subjectPrefix}.${subjectToken(couponId)}`,
+    subjectPrefix: subjects.eventsPrefix,
+    subject: subjects.events,
   };
 }
 

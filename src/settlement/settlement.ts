@@ -1,41 +1,64 @@
-// Builds the settlement pipeline for one service instance and runs the workers its config asks for:
-// relay (outbox -> JetStream), settle (JetStream -> MySQL), reconcile (periodic drift check). The in-flight
-// counter and Reconcile work whether or not this instance runs any worker.
+// The settlement pipeline of one service instance, over adapters the composition root builds
+// (src/app/domain.ts), running the workers its options ask for: relay (outbox -> JetStream), settle
+// (JetStream -> MySQL), reconcile (periodic drift check). The in-flight counter and Reconcile work whether or
+// not this instance runs any worker.
 import type { NatsConnection } from 'nats';
-import type { Cluster } from 'ioredis';
-import type { MikroORM } from '@mikro-orm/mysql';
 import { Periodic } from '../app/periodic.js';
 import type { Config } from '../config.js';
+import type { RecoveryRepository } from '../db/recovery-repository.js';
 import type { Coupon, StockSignals, StockStore } from '../domain/ports.js';
-import { RecoveryRepository } from '../db/recovery-repository.js';
 import { CouponRecoveryService } from '../recovery/coupon-recovery.js';
 import { RepairScheduler } from '../recovery/repair-scheduler.js';
-import { RedisRecoveryStore } from '../redis/recovery-store.js';
-import type { ReplicaAck } from '../redis/replica-ack.js';
-import type { Logger } from '../util/logger.js';
-import { InFlight } from './in-flight.js';
-import { ensureSettlementStream, SettlementStreamReader, settlementNames, type SettlementNames } from './jetstream.js';
-import { LedgerStore } from './ledger-store.js';
-import { OrphanRepair } from './orphan-repair.js';
-import { OutboxStreams } from './outbox.js';
-import { JetStreamPublisher } from './publisher.js';
-import { PeriodicReconciler, Reconciler } from './reconciler.js';
-import { RedisRefusalStore } from './refusal-store.js';
-import { Relay } from './relay.js';
-import { Settler } from './settler.js';
+import type { RedisRecoveryStore } from '../redis/recovery-store.js';
+import { backgroundErrors, type Logger } from '../util/logger.js';
+import { ensureSettlementStream, type SettlementStreamReader, settlementNames, type SettlementNames } from './jetstream.js';
+import { InFlight } from './reconcile/in-flight.js';
+import { PeriodicReconciler, Reconciler } from './reconcile/reconciler.js';
+import type { OutboxStreams } from './relay/outbox.js';
+import { type EventPublisher, Relay } from './relay/relay.js';
+import type { LedgerStore } from './settle/ledger-store.js';
+import { OrphanRepair } from './settle/orphan-repair.js';
+import type { RedisRefusalStore } from './settle/refusal-store.js';
+import { Settler } from './settle/settler.js';
 import { newSettlementStats, type SettlementStats } from './stats.js';
 
+/** The adapters settlement works through, built by the composition root (src/app/domain.ts). */
 export interface SettlementDeps {
-  config: Readonly<Config>;
-  redis: Cluster;
-  nats: NatsConnection;
-  orm: MikroORM;
-  signals: StockSignals;
+  /** MySQL: ledger, coupon rows, anomalies. */
+  ledger: LedgerStore;
+  /** Redis: the shards' outbox streams. */
+  outbox: OutboxStreams;
+  /** JetStream: what is still unsettled. */
+  stream: SettlementStreamReader;
+  /** JetStream: where the relay stores events. */
+  publisher: EventPublisher;
+  /** Redis: marks deductions MySQL refused. */
+  refusals: RedisRefusalStore;
+  recoveryRepo: RecoveryRepository;
+  recoveryStore: RedisRecoveryStore;
   /** What a recovery needs of the stock store: pending moves, and preheating a coupon CreateCoupon left half done. */
   stock: Pick<StockStore, 'pendingMoves' | 'initShard'>;
-  replicaAck?: ReplicaAck | undefined;
+  /** Told when a recovery put units (back) on sale: instances drop their sold-out flags. */
+  signals: Pick<StockSignals, 'stockReturned'>;
+  /** The stream's set-up, the settler's consumer, orphan repair. */
+  nats: NatsConnection;
   log: Logger;
 }
+
+/** The settings settlement reads. */
+export type SettlementOptions = Pick<
+  Config,
+  | 'namespace'
+  | 'instanceId'
+  | 'idempotencyWindowS'
+  | 'workers'
+  | 'settleBatch'
+  | 'settleMaxDeliver'
+  | 'relayBatch'
+  | 'relayClaimIdleMs'
+  | 'sweepIntervalMs'
+  | 'reconcileIntervalMs'
+>;
 
 export interface SettlementWorkersDeps {
   /** Coupons this instance serves (its catalog). */
@@ -62,39 +85,43 @@ export class Settlement {
   private readonly periodic: Periodic[] = [];
   private pageCursor = '';
 
-  constructor(private readonly d: SettlementDeps) {
-    this.names = settlementNames(d.config.namespace);
-    this.ledger = new LedgerStore(d.orm);
-    this.outbox = new OutboxStreams(d.redis, d.config.namespace, d.config.instanceId);
-    this.stream = new SettlementStreamReader(d.nats, this.names);
+  constructor(
+    private readonly d: SettlementDeps,
+    private readonly options: Readonly<SettlementOptions>,
+  ) {
+    this.names = settlementNames(options.namespace);
+    this.ledger = d.ledger;
+    this.outbox = d.outbox;
+    this.stream = d.stream;
     this.inFlight = new InFlight(this.ledger, this.outbox, this.stream);
     this.recovery = new CouponRecoveryService(
       {
         repo: this.ledger,
-        recoveryRepo: new RecoveryRepository(d.orm),
-        store: new RedisRecoveryStore(d.redis, d.config.namespace, d.replicaAck),
+        recoveryRepo: d.recoveryRepo,
+        store: d.recoveryStore,
         stock: d.stock,
         inFlight: this.inFlight,
         ledger: this.ledger,
         signals: d.signals,
         log: d.log,
       },
-      { instanceId: d.config.instanceId, idempotencyWindowS: d.config.idempotencyWindowS },
+      { instanceId: options.instanceId, idempotencyWindowS: options.idempotencyWindowS },
     );
     this.repairs = new RepairScheduler(this.recovery, 500, d.log);
     this.reconciler = new Reconciler(this.ledger, this.inFlight, this.recovery);
   }
 
   async start(w: SettlementWorkersDeps): Promise<void> {
-    const { config, log } = this.d;
-    const onError = (what: string, err: unknown) => log.warn({ err: (err as Error)?.message, what }, 'background step failed');
+    const config = this.options;
+    const { log } = this.d;
+    const onError = backgroundErrors(log);
     if (config.workers.has('relay') || config.workers.has('settle')) {
       await ensureSettlementStream(this.d.nats, this.names, { maxAckPending: Math.max(20_000, config.settleBatch * 8) });
     }
     if (config.workers.has('relay')) {
       this.relay = new Relay(
         this.outbox,
-        new JetStreamPublisher(this.d.nats, this.names),
+        this.d.publisher,
         { active: w.activeCoupons, discover: () => this.discover() },
         this.stats.relay,
         { batch: config.relayBatch, claimIdleMs: config.relayClaimIdleMs, sweepIntervalMs: config.sweepIntervalMs },
@@ -107,7 +134,7 @@ export class Settlement {
         {
           consumer: () => js.consumers.get(this.names.stream, this.names.durable),
           ledger: this.ledger,
-          refusals: new RedisRefusalStore(this.d.redis, config.namespace, this.d.replicaAck),
+          refusals: this.d.refusals,
           repair: (couponId, why) => this.repairs.request(couponId, why),
           compensationsInFlight: (coupon) => this.inFlight.compensationsInFlight(coupon),
           stats: this.stats.settle,

@@ -18,6 +18,9 @@ function callContext(ctx: HandlerContext): CallContext {
   return { signal: ctx.signal, requestId: ctx.requestHeader.get('x-request-id') ?? undefined };
 }
 
+/** Method names come from the service descriptor, as grpc-server.ts takes them. */
+const M = InventoryService.method;
+
 export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRoutesOptions) {
   const fail = (method: string, err: unknown): ConnectError => {
     const s = toStatus(err);
@@ -37,25 +40,25 @@ export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRou
     }
   };
   const impl: ServiceImpl<typeof InventoryService> = {
-    createCoupon: (req, ctx) => call('CreateCoupon', ctx, () => handlers.createCoupon(req, callContext(ctx))),
-    getStock: (req, ctx) => call('GetStock', ctx, () => handlers.getStock(req, callContext(ctx))),
-    restock: (req, ctx) => call('Restock', ctx, () => handlers.restock(req, callContext(ctx))),
-    deduct: (req, ctx) => call('Deduct', ctx, () => handlers.deduct(req, callContext(ctx))),
-    compensate: (req, ctx) => call('Compensate', ctx, () => handlers.compensate(req, callContext(ctx))),
-    reconcile: (req, ctx) => call('Reconcile', ctx, () => handlers.reconcile(req, callContext(ctx))),
-    setSaleWindow: (req, ctx) => call('SetSaleWindow', ctx, () => handlers.setSaleWindow(req, callContext(ctx))),
-    pauseSale: (req, ctx) => call('PauseSale', ctx, () => handlers.pauseSale(req, callContext(ctx))),
-    resumeSale: (req, ctx) => call('ResumeSale', ctx, () => handlers.resumeSale(req, callContext(ctx))),
-    getDeduction: (req, ctx) => call('GetDeduction', ctx, () => handlers.getDeduction(req, callContext(ctx))),
-    listLedger: (req, ctx) => call('ListLedger', ctx, () => handlers.listLedger(req, callContext(ctx))),
-    listAnomalies: (req, ctx) => call('ListAnomalies', ctx, () => handlers.listAnomalies(req, callContext(ctx))),
+    createCoupon: (req, ctx) => call(M.createCoupon.name, ctx, () => handlers.createCoupon(req, callContext(ctx))),
+    getStock: (req, ctx) => call(M.getStock.name, ctx, () => handlers.getStock(req, callContext(ctx))),
+    restock: (req, ctx) => call(M.restock.name, ctx, () => handlers.restock(req, callContext(ctx))),
+    deduct: (req, ctx) => call(M.deduct.name, ctx, () => handlers.deduct(req, callContext(ctx))),
+    compensate: (req, ctx) => call(M.compensate.name, ctx, () => handlers.compensate(req, callContext(ctx))),
+    reconcile: (req, ctx) => call(M.reconcile.name, ctx, () => handlers.reconcile(req, callContext(ctx))),
+    setSaleWindow: (req, ctx) => call(M.setSaleWindow.name, ctx, () => handlers.setSaleWindow(req, callContext(ctx))),
+    pauseSale: (req, ctx) => call(M.pauseSale.name, ctx, () => handlers.pauseSale(req, callContext(ctx))),
+    resumeSale: (req, ctx) => call(M.resumeSale.name, ctx, () => handlers.resumeSale(req, callContext(ctx))),
+    getDeduction: (req, ctx) => call(M.getDeduction.name, ctx, () => handlers.getDeduction(req, callContext(ctx))),
+    listLedger: (req, ctx) => call(M.listLedger.name, ctx, () => handlers.listLedger(req, callContext(ctx))),
+    listAnomalies: (req, ctx) => call(M.listAnomalies.name, ctx, () => handlers.listAnomalies(req, callContext(ctx))),
     async *watchStock(req, ctx) {
       let release: (() => void) | undefined;
       try {
-        release = options.guard?.('WatchStock', ctx.requestHeader, ctx.values.get(peerKey));
+        release = options.guard?.(M.watchStock.name, ctx.requestHeader, ctx.values.get(peerKey));
         yield* handlers.watchStock(req, callContext(ctx));
       } catch (err) {
-        if (!ctx.signal.aborted) throw fail('WatchStock', err);
+        if (!ctx.signal.aborted) throw fail(M.watchStock.name, err);
       } finally {
         if (release) release();
       }

@@ -1,5 +1,5 @@
-// The one set of RPC handlers behind both ports: proto message in, domain call, proto message out. No
-// transport types here; src/transport/grpc-server.ts and connect-routes.ts adapt these to grpc-js and Connect.
+// The one set of RPC handlers behind both ports: proto message in, converted to the domain's input (model.ts),
+// domain call, proto message out. No transport types here; src/transport/grpc-server.ts and connect-routes.ts adapt these to grpc-js and Connect.
 import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
@@ -49,9 +49,9 @@ import {
 } from '../gen/inventory/v1/inventory_pb.js';
 import type { AuditService } from '../audit/audit-service.js';
 import { anomalyMessage, deductionMessage, ledgerEntryMessage, ledgerKinds } from './audit-messages.js';
-import { saleView, type CouponAdmin, type StockLevel } from '../domain/admin.js';
+import { saleView, type CouponAdmin } from '../domain/admin.js';
+import type { SaleSettings, StockLevel } from '../domain/model.js';
 import type { SaleControl } from '../domain/sale.js';
-import type { SaleSettings } from '../domain/ports.js';
 import { instantOf, saleMessage } from './sale-messages.js';
 import type { CompensateOutcome as DomainCompensateOutcome, CompensateService } from '../domain/compensate.js';
 import type { DeductOutcome as DomainDeductOutcome, DeductService } from '../domain/deduct.js';
@@ -135,7 +135,14 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
   const saleNow = (s: SaleSettings) => saleMessage(saleView(s, d.admin.now()));
   return {
     async createCoupon(req) {
-      const { coupon, created } = await d.admin.create({ ...req, startsAt: instantOf(req.startsAt), endsAt: instantOf(req.endsAt) });
+      const { coupon, created } = await d.admin.create({
+        couponId: req.couponId,
+        totalStock: req.totalStock,
+        shardCount: req.shardCount,
+        perUserLimit: req.perUserLimit,
+        startsAt: instantOf(req.startsAt),
+        endsAt: instantOf(req.endsAt),
+      });
       return create(CreateCouponResponseSchema, {
         created,
         coupon: create(CouponSchema, {
@@ -154,12 +161,15 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async restock(req) {
-      const r = await d.admin.restock(req);
+      const r = await d.admin.restock({ couponId: req.couponId, quantity: req.quantity, requestId: req.requestId });
       return create(RestockResponseSchema, { level: levelMessage(r.level), replayed: r.replayed });
     },
 
     async deduct(req, ctx) {
-      const r = await d.deduct.deduct(req, ctx.signal);
+      const r = await d.deduct.deduct(
+        { couponId: req.couponId, requestId: req.requestId, userId: req.userId, quantity: req.quantity, allowPartial: req.allowPartial },
+        ctx.signal,
+      );
       return create(DeductResponseSchema, {
         outcome: DEDUCT_OUTCOMES[r.outcome],
         replayed: r.replayed,
@@ -171,7 +181,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async compensate(req, ctx) {
-      const r = await d.compensate.compensate(req, ctx.signal);
+      const r = await d.compensate.compensate({ couponId: req.couponId, requestId: req.requestId, reason: req.reason }, ctx.signal);
       return create(CompensateResponseSchema, { outcome: COMPENSATE_OUTCOMES[r.outcome], remaining: BigInt(r.remaining) });
     },
 

@@ -6,9 +6,10 @@
 // does not parse is already INVALID_ARGUMENT.)
 import type { UniversalHandler, UniversalServerResponse } from '@connectrpc/connect/protocol';
 
+import { GrpcCode } from './status.js';
+
 const PREFIX = 'parse binary: ';
-const INTERNAL = 13;
-const INVALID_ARGUMENT = 3;
+const { INTERNAL, INVALID_ARGUMENT } = GrpcCode;
 
 export function parseErrorsAreInvalidArgument(handlers: UniversalHandler[]): void {
   for (let i = 0; i < handlers.length; i++) {

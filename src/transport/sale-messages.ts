@@ -2,7 +2,7 @@
 import { create } from '@bufbuild/protobuf';
 import { timestampFromMs, type Timestamp } from '@bufbuild/protobuf/wkt';
 import { SaleStateSchema, SaleStatus, type SaleState } from '../gen/inventory/v1/inventory_pb.js';
-import type { SaleView } from '../domain/admin.js';
+import type { SaleView } from '../domain/model.js';
 import type { SaleStatus as DomainSaleStatus } from '../domain/sale.js';
 import type { Instant } from '../domain/sale.js';
 

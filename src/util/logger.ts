@@ -19,3 +19,8 @@ export function createLogger(level: string, base: Record<string, unknown> = {}, 
   };
   return destination ? pino(options, destination) : pino(options);
 }
+
+/** How a background step (a sweep, an unawaited ack, a relay round) reports a failure: one warning line. */
+export function backgroundErrors(log: Logger): (what: string, err: unknown) => void {
+  return (what, err) => log.warn({ err: (err as Error)?.message, what }, 'background step failed');
+}

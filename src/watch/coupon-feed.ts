@@ -2,7 +2,7 @@
 // at most one level read in flight and at most one read per floor interval however many pings arrive, each
 // new level offered to every stream's slot. It also re-reads on its own now and then: often while settlement
 // is behind (MySQL moves without a ping), rarely otherwise (a lost ping heals).
-import type { StockLevel } from '../domain/admin.js';
+import type { StockLevel } from '../domain/model.js';
 import type { LevelSlot } from './level-slot.js';
 
 export interface FeedTiming {

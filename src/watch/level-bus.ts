@@ -3,13 +3,9 @@
 // <ns>.alerts.sold_out.<coupon> and <ns>.alerts.back_in_stock.<coupon> (docs/observability.md). A ping carries no level: each instance that has
 // watchers reads the level itself, so levels from several publishers can never arrive out of order.
 import { StringCodec, type NatsConnection, type Subscription } from 'nats';
+import { natsSubjects } from '../nats/subjects.js';
 
 const sc = StringCodec();
-
-/** A coupon id as one subject token: ids may hold `.`, which would split it (or make empty tokens). */
-export function subjectToken(couponId: string): string {
-  return couponId.replace(/[.%]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-}
 
 export interface LowStockEvent {
   couponId: string;
@@ -21,19 +17,22 @@ export interface LowStockEvent {
 
 export class LevelBus {
   private subs = 0;
+  private readonly subjects;
 
   constructor(
     private readonly nc: NatsConnection,
-    private readonly namespace: string,
+    namespace: string,
     private readonly instanceId: string,
-  ) {}
+  ) {
+    this.subjects = natsSubjects(namespace);
+  }
 
   levelSubject(couponId: string): string {
-    return `${this.namespace}.levels.${subjectToken(couponId)}`;
+    return this.subjects.level(couponId);
   }
 
   lowStockSubject(couponId: string): string {
-    return `${this.namespace}.alerts.low_stock.${subjectToken(couponId)}`;
+    return this.subjects.lowStock(couponId);
   }
 
   /** Tells every instance (this one included: NATS echoes) that the coupon's level changed. */
@@ -46,7 +45,7 @@ export class LevelBus {
   }
 
   stockEventSubject(kind: 'sold_out' | 'back_in_stock', couponId: string): string {
-    return `${this.namespace}.alerts.${kind}.${subjectToken(couponId)}`;
+    return this.subjects.stockEvent(kind, couponId);
   }
 
   publishStockEvent(event: { couponId: string; kind: 'sold_out' | 'back_in_stock' }): void {

@@ -1,7 +1,7 @@
 // What one WatchStock stream has not sent yet: the latest level only, so a slow reader costs one level of
 // memory, not a queue. A final level (sold out) is the exception: it is kept until sent, and a newer level
 // waits behind it, so coalescing never swallows the moment a sale ran out (at most two levels held).
-import type { StockLevel } from '../domain/admin.js';
+import type { StockLevel } from '../domain/model.js';
 
 export function isFinal(level: StockLevel): boolean {
   return level.soldOut || level.available <= 0;

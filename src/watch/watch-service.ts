@@ -3,7 +3,7 @@
 // each stream holds only a LevelSlot, so a slow or stalled reader costs one level, not a queue. A stream that
 // ends for any reason (cancel, deadline, disconnect, shutdown) gives back its slot, timer and abort listener,
 // and the last stream of a coupon closes its feed and NATS subscription.
-import type { StockLevel } from '../domain/admin.js';
+import type { StockLevel } from '../domain/model.js';
 import type { Coupon } from '../domain/ports.js';
 import * as v from '../domain/validate.js';
 import { CouponFeed, levelSignature, type FeedTiming } from './coupon-feed.js';

@@ -2,9 +2,10 @@
 // reads through the consumer group `relay` under its own consumer name, so instances share the work; an entry
 // leaves the stream (XACK + XDEL in one MULTI on the shard's slot) only after JetStream stored it.
 import type { Cluster } from 'ioredis';
-import type { ShardLevel, ShardRef } from '../domain/ports.js';
-import { RELAY_GROUP, shardKeys } from '../redis/keys.js';
-import { fromOutboxFields, type SettlementEvent } from './event.js';
+import type { ShardLevel, ShardRef } from '../../domain/ports.js';
+import { RELAY_GROUP, shardKeys } from '../../redis/keys.js';
+import { parseShardLevel, SHARD_LEVEL_FIELDS } from '../../redis/shard-level.js';
+import { fromOutboxFields, type SettlementEvent } from '../event.js';
 
 export interface OutboxEntry {
   streamId: string;
@@ -108,19 +109,13 @@ export class OutboxStreams {
     const keys = shardKeys(this.namespace, shard.tag);
     const r = await this.redis
       .multi()
-      .hmget(keys.shard, 'avail', 'transit', 'net')
+      .hmget(keys.shard, ...SHARD_LEVEL_FIELDS)
       .xrange(keys.outbox, '-', '+', 'COUNT', pageSize)
       .xrevrange(keys.outbox, '+', '-', 'COUNT', 1)
       .exec();
     const failed = r?.find(([err]) => err);
     if (!r || failed) throw failed?.[0] ?? new Error('outbox snapshot: MULTI aborted');
-    const [avail, transit, net] = r[0]![1] as (string | null)[];
-    const level: ShardLevel = {
-      index: shard.index,
-      available: avail === null || avail === undefined ? null : Number(avail),
-      inTransit: Number(transit ?? 0),
-      net: Number(net ?? 0),
-    };
+    const level = parseShardLevel(shard.index, r[0]![1] as (string | null)[]);
     let page = entries(r[1]![1] as RawEntries);
     const lastId = (r[2]![1] as RawEntries)[0]?.[0];
     const events: SettlementEvent[] = [];

@@ -1,8 +1,8 @@
 // Which events this settler is holding back (nak'ed with a delay, waiting to be delivered again), how often
 // and since when: kept apart from JetStream's delivery count, which an outage (every delivery failing) would
 // use up without the event ever having been looked at.
-import type { SettlementEvent } from './event.js';
-import { eventId } from './event.js';
+import type { SettlementEvent } from '../event.js';
+import { eventId } from '../event.js';
 
 const MAX_ENTRIES = 1_000_000;
 /** An entry not held again for this long belongs to an event another settler finished: dropped. */

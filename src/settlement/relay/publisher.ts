@@ -1,7 +1,7 @@
 // EventPublisher on JetStream: a publish resolves only once the stream stored the message (or recognised its
 // id as a repeat within the duplicate window).
 import type { JetStreamClient, NatsConnection } from 'nats';
-import type { SettlementNames } from './jetstream.js';
+import type { SettlementNames } from '../jetstream.js';
 import type { EventPublisher } from './relay.js';
 
 export class JetStreamPublisher implements EventPublisher {
@@ -15,8 +15,8 @@ export class JetStreamPublisher implements EventPublisher {
     this.js = nc.jetstream();
   }
 
-  async publish(subjectToken: string, msgId: string, data: Uint8Array): Promise<'stored' | 'duplicate'> {
-    const ack = await this.js.publish(`${this.names.subjectPrefix}.${subjectToken}`, data, { msgID: msgId, timeout: this.timeoutMs });
+  async publish(couponId: string, msgId: string, data: Uint8Array): Promise<'stored' | 'duplicate'> {
+    const ack = await this.js.publish(this.names.subject(couponId), data, { msgID: msgId, timeout: this.timeoutMs });
     return ack.duplicate ? 'duplicate' : 'stored';
   }
 }

@@ -6,11 +6,12 @@
 // settlers deciding about the same coupon at once cannot both commit: the loser re-reads and re-decides.
 import { OptimisticLockError } from '@mikro-orm/core';
 import type { EntityManager, MikroORM } from '@mikro-orm/mysql';
-import { AnomalyRow, CouponRow, LedgerRow } from '../db/entities.js';
-import type { Coupon } from '../domain/ports.js';
-import { eventId, LEDGER_KIND, type SettlementEvent } from './event.js';
+import { AnomalyRow, CouponRow, LedgerRow } from '../../db/entities.js';
+import type { Coupon } from '../../domain/ports.js';
+import { ledgerKey } from '../../domain/ids.js';
+import { eventId, LEDGER_KIND, type SettlementEvent } from '../event.js';
 import { planBatch, type Plan, type Planned } from './settle-plan.js';
-import { toCoupon } from '../db/coupon-repository.js';
+import { MikroCouponRepository, toCoupon } from '../../db/coupon-repository.js';
 
 /** Anomaly reasons, as stored in settlement_anomaly.reason. */
 export const ANOMALY = {
@@ -71,7 +72,11 @@ function chunks<T>(xs: T[], n = CHUNK): T[][] {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class LedgerStore {
-  constructor(private readonly orm: MikroORM) {}
+  private readonly coupons: MikroCouponRepository;
+
+  constructor(private readonly orm: MikroORM) {
+    this.coupons = new MikroCouponRepository(orm);
+  }
 
   /**
    * Settles one coupon's batch. refuseHeld: deductions the remaining still cannot cover become anomalies in
@@ -107,7 +112,7 @@ export class LedgerStore {
         { couponId, requestId: { $in: ids }, kind: { $in: ['DEDUCT', 'COMPENSATE'] } },
         { fields: ['requestId', 'kind'] },
       );
-      for (const l of rows) settled.add(`${l.kind === 'DEDUCT' ? 'D' : 'C'}:${l.requestId}`);
+      for (const l of rows) settled.add(ledgerKey(l.kind === 'DEDUCT' ? 'D' : 'C', l.requestId));
     }
     // Anomalies already recorded for these events, and refused deductions their compensations refer to.
     const lookup = new Set<string>();
@@ -266,28 +271,18 @@ export class LedgerStore {
     });
   }
 
-  async find(couponId: string): Promise<Coupon | null> {
-    const row = await this.orm.em.fork().findOne(CouponRow, { id: couponId });
-    return row ? toCoupon(row) : null;
+  find(couponId: string): Promise<Coupon | null> {
+    return this.coupons.find(couponId);
   }
 
   /** Coupons created or settled since `sinceMs`: whose outboxes may hold events no live instance knows of. */
-  async recentCoupons(sinceMs: number, limit: number): Promise<Coupon[]> {
-    const since = new Date(sinceMs);
-    const rows = await this.orm.em
-      .fork()
-      .find(
-        CouponRow,
-        { $or: [{ updatedAt: { $gte: since } }, { createdAt: { $gte: since } }] },
-        { orderBy: { updatedAt: 'desc' }, limit },
-      );
-    return rows.map(toCoupon);
+  recentCoupons(sinceMs: number, limit: number): Promise<Coupon[]> {
+    return this.coupons.recentlyActive(sinceMs, limit);
   }
 
   /** One page of all coupons by id, for a slow walk over every coupon. */
-  async couponPage(afterId: string, limit: number): Promise<Coupon[]> {
-    const rows = await this.orm.em.fork().find(CouponRow, { id: { $gt: afterId } }, { orderBy: { id: 'asc' }, limit });
-    return rows.map(toCoupon);
+  couponPage(afterId: string, limit: number): Promise<Coupon[]> {
+    return this.coupons.page(afterId, limit);
   }
 }
 

@@ -5,17 +5,19 @@
 //
 // Which shards: those of coupons this instance serves (the catalog), plus coupons found by a slower walk over
 // MySQL whose outboxes are not empty (a crashed instance's coupons that no live instance served yet).
-import type { Coupon, ShardRef } from '../domain/ports.js';
-import { allShards } from '../domain/routing.js';
-import type { Logger } from '../util/logger.js';
-import { Stoppable } from './stoppable.js';
-import { eventId, encodeEvent, subjectToken } from './event.js';
+import type { Coupon, ShardRef } from '../../domain/ports.js';
+import { allShards } from '../../domain/routing.js';
+import type { Logger } from '../../util/logger.js';
+import { Stoppable } from '../stoppable.js';
+import { unreadableEventId } from '../../domain/ids.js';
+import { eventId, encodeEvent } from '../event.js';
 import type { OutboxEntry, OutboxStreams } from './outbox.js';
-import type { RelayStats } from './stats.js';
+import type { RelayStats } from '../stats.js';
 
 export interface EventPublisher {
   /** Resolves once JetStream stored the message (or already had its id); rejects otherwise. */
-  publish(subjectToken: string, msgId: string, data: Uint8Array): Promise<'stored' | 'duplicate'>;
+  /** On the coupon's settlement subject (nats/subjects.ts). */
+  publish(couponId: string, msgId: string, data: Uint8Array): Promise<'stored' | 'duplicate'>;
 }
 
 export interface CouponSource {
@@ -167,12 +169,12 @@ export class Relay {
   }
 
   private publish(shard: ShardRef, entry: OutboxEntry): Promise<'stored' | 'duplicate'> {
-    if (entry.event) return this.publisher.publish(subjectToken(entry.event.couponId), eventId(entry.event), encodeEvent(entry.event));
+    if (entry.event) return this.publisher.publish(entry.event.couponId, eventId(entry.event), encodeEvent(entry.event));
     // Not an event the settler can read: pass it on anyway, so it is recorded as an anomaly instead of
     // sitting in the outbox for ever.
     const fields: Record<string, string> = {};
     for (let i = 0; i + 1 < entry.raw.length; i += 2) fields[entry.raw[i]!] = entry.raw[i + 1]!;
-    return this.publisher.publish(subjectToken(shard.couponId), `X:${shard.tag}:${entry.streamId}`, encoder.encode(JSON.stringify(fields)));
+    return this.publisher.publish(shard.couponId, unreadableEventId(shard.tag, entry.streamId), encoder.encode(JSON.stringify(fields)));
   }
 
   /** Backlog and lag figures, dead consumers' entries, and (now and then) coupons nobody here serves. */

@@ -6,7 +6,8 @@
 // deduction that does not fit the remaining is not refused on the spot: it is held, retried after the rest of
 // the batch, and refused (an anomaly) only by the settler once nothing else of the coupon is in flight or it
 // has been held for long enough. A compensation settles only after its deduction did.
-import type { SettlementEvent } from './event.js';
+import { ledgerKey } from '../../domain/ids.js';
+import type { SettlementEvent } from '../event.js';
 
 export interface Planned<T> {
   event: SettlementEvent;
@@ -18,7 +19,7 @@ export interface PlanInput<T> {
   remaining: number;
   /** In stream order. */
   events: Planned<T>[];
-  /** Ledger keys `<kind>:<requestId>` (kind D or C) already settled. */
+  /** Ledger keys (domain/ids.ts ledgerKey) already settled. */
   settled: ReadonlySet<string>;
   /** Request ids whose deduction was refused (an anomaly). */
   refused: ReadonlySet<string>;
@@ -38,8 +39,6 @@ export interface Plan<T> {
   ofRefused: Planned<T>[];
 }
 
-const key = (kind: string, requestId: string) => `${kind}:${requestId}`;
-
 export function planBatch<T>(input: PlanInput<T>): Plan<T> {
   let remaining = input.remaining;
   const settled = new Set(input.settled);
@@ -50,12 +49,12 @@ export function planBatch<T>(input: PlanInput<T>): Plan<T> {
 
   const settle = (p: Planned<T>) => {
     plan.apply.push(p);
-    settled.add(key(p.event.kind, p.event.requestId));
+    settled.add(ledgerKey(p.event.kind, p.event.requestId));
   };
 
   for (const p of input.events) {
     const e = p.event;
-    const k = key(e.kind, e.requestId);
+    const k = ledgerKey(e.kind, e.requestId);
     if (settled.has(k) || seen.has(k)) {
       plan.duplicates.push(p);
       continue;
@@ -68,7 +67,7 @@ export function planBatch<T>(input: PlanInput<T>): Plan<T> {
       } else {
         held.set(e.requestId, p);
       }
-    } else if (settled.has(key('D', e.requestId))) {
+    } else if (settled.has(ledgerKey('D', e.requestId))) {
       remaining += e.quantity;
       settle(p);
     } else if (held.has(e.requestId)) {
@@ -88,7 +87,7 @@ export function planBatch<T>(input: PlanInput<T>): Plan<T> {
     progress = false;
     const stillWaiting: Planned<T>[] = [];
     for (const p of waiting) {
-      if (settled.has(key('D', p.event.requestId))) {
+      if (settled.has(ledgerKey('D', p.event.requestId))) {
         remaining += p.event.quantity;
         settle(p);
         progress = true;

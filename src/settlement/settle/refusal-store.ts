@@ -1,10 +1,10 @@
 // Marks, in Redis, a deduction that MySQL refused (lua/refuse-mark-1.lua): its units stay sold — never
 // back on sale, since the record never had them — and a later Compensate closes it without returning them.
 import type { Cluster } from 'ioredis';
-import type { ShardRef } from '../domain/ports.js';
-import { scriptFn } from '../redis/cluster.js';
-import { shardKeys } from '../redis/keys.js';
-import type { ReplicaAck } from '../redis/replica-ack.js';
+import type { ShardRef } from '../../domain/ports.js';
+import { scriptFn } from '../../redis/cluster.js';
+import { shardKeys } from '../../redis/keys.js';
+import type { ReplicaAck } from '../../redis/replica-ack.js';
 
 export interface RefusalStore {
   /** false: the request record is gone (expired or lost); nothing to mark. */

@@ -10,17 +10,17 @@
 // Messages that cannot be settled at all (unparsable, unknown coupon) are redelivered a bounded number of
 // times with backoff and then recorded as anomalies, so they never block the stream.
 import type { Consumer } from 'nats';
-import type { Coupon } from '../domain/ports.js';
-import { shardRef } from '../domain/routing.js';
-import type { Logger } from '../util/logger.js';
-import { Stoppable } from './stoppable.js';
-import { decodeEvent, eventId, type SettlementEvent } from './event.js';
+import type { Coupon } from '../../domain/ports.js';
+import { shardRef } from '../../domain/routing.js';
+import type { Logger } from '../../util/logger.js';
+import { Stoppable } from '../stoppable.js';
+import { decodeEvent, eventId, type SettlementEvent } from '../event.js';
 import { Holds } from './holds.js';
-import { ACK_WAIT_MS } from './jetstream.js';
+import { ACK_WAIT_MS } from '../jetstream.js';
 import { ANOMALY, type LedgerStore } from './ledger-store.js';
 import type { RefusalStore } from './refusal-store.js';
 import type { Planned } from './settle-plan.js';
-import type { SettleStats } from './stats.js';
+import type { SettleStats } from '../stats.js';
 
 export interface SettlerOptions {
   /** Messages fetched and applied per batch. */

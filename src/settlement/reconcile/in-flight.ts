@@ -5,12 +5,12 @@
 //
 // Read order matters for a live coupon: Redis first, then JetStream, then MySQL, so an event moving along the
 // pipeline while it is counted is seen at least once and never counted as both settled and in flight.
-import type { Coupon, InFlightCounter, ShardLevel } from '../domain/ports.js';
-import { allShards } from '../domain/routing.js';
-import { eventId, signedQuantity, type SettlementEvent } from './event.js';
-import type { SettlementStreamReader } from './jetstream.js';
-import type { LedgerStore, ReconcileView } from './ledger-store.js';
-import type { OutboxStreams } from './outbox.js';
+import type { Coupon, InFlightCounter, ShardLevel } from '../../domain/ports.js';
+import { allShards } from '../../domain/routing.js';
+import { eventId, signedQuantity, type SettlementEvent } from '../event.js';
+import type { SettlementStreamReader } from '../jetstream.js';
+import type { LedgerStore, ReconcileView } from '../settle/ledger-store.js';
+import type { OutboxStreams } from '../relay/outbox.js';
 
 export interface InFlightSnapshot {
   levels: ShardLevel[];

@@ -4,8 +4,8 @@
 // counted as unsettled, for ever. This reads them straight from the stream, settles them like any delivery
 // (normally the ledger already has them) and deletes them.
 import type { JetStreamManager, NatsConnection } from 'nats';
-import type { Logger } from '../util/logger.js';
-import type { SettlementNames } from './jetstream.js';
+import type { Logger } from '../../util/logger.js';
+import type { SettlementNames } from '../jetstream.js';
 import type { SettleMsg, Settler } from './settler.js';
 
 const PARALLEL = 64;

@@ -8,14 +8,14 @@
 //
 // The three systems cannot be read at one instant: on a coupon under load a non-zero drift can be a
 // snapshot artefact, which is why the periodic reconciler only complains about drift that persists.
-import { DomainError, notFound } from '../domain/errors.js';
-import type { Coupon, CouponRecovery, RecoveryReport } from '../domain/ports.js';
-import type { Reconciliation } from '../domain/reconcile-types.js';
-import * as v from '../domain/validate.js';
-import type { Logger } from '../util/logger.js';
+import { DomainError, notFound } from '../../domain/errors.js';
+import type { Coupon, CouponRecovery, RecoveryReport } from '../../domain/ports.js';
+import type { Reconciliation } from '../../domain/reconcile-types.js';
+import * as v from '../../domain/validate.js';
+import type { Logger } from '../../util/logger.js';
 import { InFlight } from './in-flight.js';
-import type { LedgerStore } from './ledger-store.js';
-import type { ReconcileStats } from './stats.js';
+import type { LedgerStore } from '../settle/ledger-store.js';
+import type { ReconcileStats } from '../stats.js';
 
 export class Reconciler {
   constructor(

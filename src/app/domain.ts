@@ -1,0 +1,187 @@
+// Builds the adapters over the open connections and the use cases over them: the stock store (with replica
+// acks, the failover fence, timing and error guarding), the coupon repository, NATS signals and level bus,
+// settlement (whose recovery rebuilds lost shards), and the Deduct / Compensate / admin / watch services.
+import type { Config } from '../config.js';
+import { MikroCouponRepository } from '../db/coupon-repository.js';
+import { RecoveryRepository } from '../db/recovery-repository.js';
+import { CouponAdmin } from '../domain/admin.js';
+import { CompensateService } from '../domain/compensate.js';
+import { CouponCatalog } from '../domain/coupon-catalog.js';
+import { DeductService } from '../domain/deduct.js';
+import { MoveSweeper } from '../domain/move-sweeper.js';
+import type { CouponRepository, StockStore } from '../domain/ports.js';
+import { ShardReloader } from '../domain/shard-reloader.js';
+import { SoldOutCache } from '../domain/sold-out-cache.js';
+import { NatsStockSignals } from '../nats/stock-signals.js';
+import type { Metrics } from '../observability/metrics.js';
+import { timed } from '../observability/timed-store.js';
+import { FailoverFence } from '../redis/failover-fence.js';
+import { RedisRecoveryStore } from '../redis/recovery-store.js';
+import { RedisLowStockMarks } from '../redis/low-stock-marks.js';
+import { ReplicaAck } from '../redis/replica-ack.js';
+import { SlotMapPlacement } from '../redis/shard-tags.js';
+import { RedisStockStore } from '../redis/stock-store.js';
+import { SettlementStreamReader, settlementNames } from '../settlement/jetstream.js';
+import { OutboxStreams } from '../settlement/relay/outbox.js';
+import { JetStreamPublisher } from '../settlement/relay/publisher.js';
+import { LedgerStore } from '../settlement/settle/ledger-store.js';
+import { RedisRefusalStore } from '../settlement/settle/refusal-store.js';
+import { Settlement } from '../settlement/settlement.js';
+import { guardErrors } from '../util/guard-errors.js';
+import type { Logger } from '../util/logger.js';
+import { ChangeAnnouncer } from '../watch/change-announcer.js';
+import { LevelBus } from '../watch/level-bus.js';
+import { LowStockDetector } from '../watch/low-stock.js';
+import { WatchService } from '../watch/watch-service.js';
+import { StockEventDetector } from '../watch/stock-events.js';
+import { RedisStockEventMarks } from '../redis/sold-out-marks.js';
+import { allShards } from '../domain/routing.js';
+import { NatsSaleSignals } from '../nats/sale-signals.js';
+import { MikroSaleRepository } from '../db/sale-repository.js';
+import { SaleControl } from '../domain/sale.js';
+import { AuditService } from '../audit/audit-service.js';
+import { MikroAuditRecords } from '../db/audit-repository.js';
+import { RedisRequestRecords } from '../redis/request-record.js';
+import type { Connections } from './connect.js';
+
+export type Domain = ReturnType<typeof buildDomain>;
+
+export function buildDomain(
+  config: Readonly<Config>,
+  c: Connections,
+  d: {
+    log: Logger;
+    metrics: Metrics;
+    onError: (what: string, err: unknown) => void;
+    /** The clock sale windows are judged by (ms since epoch). */
+    now: () => number;
+  },
+) {
+  const { redis, orm, nats } = c;
+  const { log, metrics, onError, now } = d;
+  const replicaAck = config.ackLevel === 'replica' ? new ReplicaAck(redis, config.waitTimeoutMs, config.ackReplicas) : undefined;
+  const fence = config.failoverFence
+    ? new FailoverFence(redis, {
+        ackLevel: config.ackLevel,
+        replicas: config.ackReplicas,
+        onFenced: (e) => log.warn(e, 'redis slots changed master: writes to them fenced until the new master is confirmed'),
+        onReopened: (e) => log.info(e, 'redis slots reopened after failover'),
+      })
+    : undefined;
+  const store = new RedisStockStore(redis, {
+    namespace: config.namespace,
+    idempotencyWindowS: config.idempotencyWindowS,
+    replicaAck,
+    fence,
+  });
+  const guardedStore: StockStore = guardErrors(timed(store, metrics.redisDuration, metrics.redisErrors), 'Redis');
+  const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
+  const signals = new NatsStockSignals(nats, config.namespace);
+  const catalog = new CouponCatalog(repo);
+  const soldOut = new SoldOutCache(config.soldOutTtlMs, signals);
+  // WatchStock and low-stock events: use cases mark coupons changed; one timer announces them over NATS.
+  const levels = new LevelBus(nats, config.namespace, config.instanceId);
+  const lowStock = new LowStockDetector({
+    coupon: (id) => catalog.get(id),
+    store: guardedStore,
+    marks: new RedisLowStockMarks(redis, config.namespace),
+    publish: (event) => {
+      levels.publishLowStock(event);
+      log.info(event, 'low stock');
+    },
+    global: config.lowStockThreshold,
+    overrides: config.lowStockOverrides,
+    onError,
+  });
+  // Sold-out / back-in-stock events; `admin` is built below (the level reads happen only after announcements).
+  const stockEvents = new StockEventDetector({
+    probeAvailable: async (id) =>
+      (await guardedStore.probe(allShards(await catalog.get(id)))).reduce((sum, s) => sum + (s.available ?? 0) + s.inTransit, 0),
+    exactLevel: (id) => admin.level(id, false),
+    marks: new RedisStockEventMarks(redis, config.namespace),
+    publish: (event) => {
+      levels.publishStockEvent(event);
+      log.info(event, event.kind === 'sold_out' ? 'sold out' : 'back in stock');
+    },
+    onError,
+  });
+  const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) => {
+    lowStock.check(id, returned);
+    stockEvents.check(id, returned);
+  });
+
+  // Settlement (outbox -> JetStream -> MySQL): its in-flight count also tells a shard reload what is still on its way.
+  const names = settlementNames(config.namespace);
+  const ledger = new LedgerStore(orm);
+  const settlement = new Settlement(
+    {
+      ledger,
+      outbox: new OutboxStreams(redis, config.namespace, config.instanceId),
+      stream: new SettlementStreamReader(nats, names),
+      publisher: new JetStreamPublisher(nats, names),
+      refusals: new RedisRefusalStore(redis, config.namespace, replicaAck),
+      recoveryRepo: new RecoveryRepository(orm),
+      recoveryStore: new RedisRecoveryStore(redis, config.namespace, replicaAck),
+      stock: guardedStore,
+      signals,
+      nats,
+      log,
+    },
+    config,
+  );
+  const reloader = new ShardReloader(settlement.recovery, (couponId, shards, units) =>
+    log.warn({ couponId, shards, units }, 'rebuilt missing shards from MySQL and the events in flight'),
+  );
+  const admin = new CouponAdmin({
+    repo,
+    store: guardedStore,
+    catalog,
+    soldOut,
+    signals,
+    reloader,
+    defaultShards: config.defaultShards,
+    changes,
+    placement: new SlotMapPlacement(() => redis.slots),
+    now,
+  });
+  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes, now);
+  const saleSignals = new NatsSaleSignals(nats, config.namespace);
+  const sale = new SaleControl({ repo: guardErrors(new MikroSaleRepository(orm), 'the database'), catalog, signals: saleSignals, changes });
+  const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);
+  const sweeper = new MoveSweeper(guardedStore, reloader);
+  const watch = new WatchService({
+    coupon: (id) => catalog.get(id),
+    readLevel: (id) => admin.level(id, true),
+    listen: (id, cb) => levels.listen(id, cb),
+    floorMs: config.watchMinIntervalMs,
+    maxLifetimeMs: config.maxStreamLifetimeMs,
+    onError,
+  });
+  const audit = new AuditService({
+    coupon: (id) => catalog.get(id),
+    records: guardErrors(new MikroAuditRecords(orm), 'the database'),
+    requests: guardErrors(new RedisRequestRecords(redis, config.namespace), 'Redis'),
+    inFlight: (coupon) => settlement.inFlight.snapshot(coupon),
+    now,
+  });
+  return {
+    fence,
+    store,
+    repo,
+    signals,
+    saleSignals,
+    catalog,
+    levels,
+    lowStock,
+    stockEvents,
+    changes,
+    settlement,
+    admin,
+    deduct,
+    compensate,
+    sweeper,
+    watch,
+    sale,
+    audit,
+  };
+}
