@@ -1,7 +1,8 @@
 // A shard key that vanished (eviction, lost data) is reloaded from MySQL — once — and the request retried.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
-import { homeShard, shardRef } from '../src/domain/routing.js';
+import { status } from '@grpc/grpc-js';
+import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { claimShard, homeShard, shardRef } from '../src/domain/routing.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
 
@@ -47,5 +48,29 @@ describe('missing shard reload', () => {
     const level = (await a.client.getStock({ couponId: id })).level!;
     expect(level.deducted).toBe(BigInt(12 + onLost.length));
     expect(level.available).toBe(BigInt(88 - onLost.length));
+  });
+});
+
+describe('a limited coupon whose claim shard is lost', () => {
+  it('when the shard holding a request claim vanishes, then Compensate still finds the deduction and another user cannot reuse the id', async () => {
+    const id = uniqueId();
+    await a.client.createCoupon({ couponId: id, totalStock: 40n, shardCount: 4, perUserLimit: 2 });
+    const coupon = (await a.app.repo.find(id))!;
+    // A request whose claim lives on another shard than its user's records.
+    let rid = '';
+    for (let i = 0; !rid; i++) if (claimShard(coupon, `lim-${i}`) !== homeShard(coupon, '', 'u0')) rid = `lim-${i}`;
+    expect((await a.client.deduct({ couponId: id, requestId: rid, userId: 'u0', quantity: 1n })).outcome).toBe(DeductOutcome.DEDUCTED);
+    // The claim's shard goes, with its claims (one node's keys under that tag).
+    const k = a.app.store.keys(shardRef(coupon, claimShard(coupon, rid)));
+    await a.app.redis.del(k.shard, k.claim(rid));
+
+    const reused = await b.client.deduct({ couponId: id, requestId: rid, userId: 'u1', quantity: 1n }).then(
+      () => 0,
+      (e: { code: number }) => e.code,
+    );
+    expect(reused).toBe(status.FAILED_PRECONDITION);
+    expect((await b.client.compensate({ couponId: id, requestId: rid, reason: 'refund' })).outcome).toBe(CompensateOutcome.COMPENSATED);
+    const level = (await a.client.getStock({ couponId: id })).level!;
+    expect([level.available, level.deducted]).toEqual([40n, 0n]);
   });
 });

@@ -95,10 +95,12 @@ export class CouponAdmin {
   async level(couponIdRaw: string, includeShards: boolean): Promise<StockLevel> {
     const couponId = v.couponId(couponIdRaw);
     // Unknown ids are answered from the catalog's bounded memory, not one query each.
-    await this.d.catalog.get(couponId);
+    const known = await this.d.catalog.get(couponId);
     const coupon = await this.record(couponId);
     if (!coupon) throw notFound(`coupon ${couponId} does not exist`);
-    return this.levelOf(coupon, includeShards);
+    // The record may be reused for a moment; the catalog applies sale announcements at once: the newer wins.
+    const sale = (known.sale?.revision ?? -1) > (coupon.sale?.revision ?? -1) ? known.sale : coupon.sale;
+    return this.levelOf(sale ? { ...coupon, sale } : coupon, includeShards);
   }
 
   async levelOf(coupon: Coupon, includeShards: boolean): Promise<StockLevel> {

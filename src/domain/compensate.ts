@@ -31,7 +31,15 @@ export class CompensateService {
     let home: number;
     if (coupon.perUserLimit > 0) {
       // The record lives on the user's shard; the claim on the request's shard says which user.
-      const claim = await this.store.readClaim(shardRef(coupon, claimShard(coupon, requestId)), requestId);
+      const claimRef = shardRef(coupon, claimShard(coupon, requestId));
+      let claim = await this.store.readClaim(claimRef, requestId);
+      // The claim's shard is gone with its claims: not "never deducted" until the recovery has put them back.
+      for (let i = 0; claim === 'missing' && i < 3; i++) {
+        await this.reloader.reload(coupon, claimRef.index);
+        claim = await this.store.readClaim(claimRef, requestId);
+      }
+      if (claim === 'missing')
+        throw new DomainError('unavailable', `coupon ${couponId} is being recovered; retry with the same request_id`);
       if (claim === null) return { outcome: 'not_deducted', remaining: 0 };
       userId = claim.split('|')[0]!;
       home = homeShard(coupon, requestId, userId);

@@ -92,7 +92,14 @@ export class DeductService {
       // briefly until the deduction is made, so refused requests leave nothing behind for long.
       const claimed = `${userId}|${quantity}`;
       const claimRef = shardRef(coupon, claimShard(coupon, requestId));
-      const prior = await this.store.claimRequest(claimRef, requestId, claimed);
+      let prior = await this.store.claimRequest(claimRef, requestId, claimed);
+      // The claim's shard is gone with its claims: the recovery puts them back before anyone claims anew.
+      for (let i = 0; prior === 'missing' && i < 3; i++) {
+        await this.reloader.reload(coupon, claimRef.index);
+        prior = await this.store.claimRequest(claimRef, requestId, claimed);
+      }
+      if (prior === 'missing')
+        throw new DomainError('unavailable', `coupon ${couponId} is being recovered; retry with the same request_id`);
       if (prior !== null && prior !== claimed) {
         const [priorUser, priorQty] = prior.split('|');
         throw conflict(requestId, priorUser !== userId ? 'user_id' : 'quantity', priorUser !== userId ? priorUser! : priorQty!);

@@ -64,11 +64,12 @@ export interface StockStore {
   /** limitedUserId: the deduction's user when the coupon has a per-user limit (its count is given back). */
   compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult>;
   /** SET NX GET of "user|quantity" on the request's own shard, held briefly; returns what was there before
-   * (null: claimed now). */
-  claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null>;
+   * (null: claimed now; 'missing': that shard is gone with its claims: recover, then claim again). */
+  claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null | 'missing'>;
   /** Once the request's deduction is made: keeps its claim for the idempotency window. */
   keepClaim(shard: ShardRef, requestId: string, value: string): Promise<void>;
-  readClaim(shard: ShardRef, requestId: string): Promise<string | null>;
+  /** 'missing': the shard holding the claim is gone (its claims with it): recover, then read again. */
+  readClaim(shard: ShardRef, requestId: string): Promise<string | null | 'missing'>;
   /** The recorded deduction of a request, without running a script (sold-out fast path). Like a replay, a
    * found record is answered only once it is as durable as the ack level asks. */
   readRequest(

@@ -41,6 +41,8 @@ export class RedisStockStore implements StockStore {
   private readonly moveOutScript;
   private readonly moveAckScript;
   private readonly creditScript;
+  private readonly claimScript;
+  private readonly claimReadScript;
 
   constructor(
     private readonly redis: Cluster,
@@ -52,6 +54,8 @@ export class RedisStockStore implements StockStore {
     this.moveOutScript = scriptFn(redis, 'moveOut');
     this.moveAckScript = scriptFn(redis, 'moveAck');
     this.creditScript = scriptFn(redis, 'credit');
+    this.claimScript = scriptFn(redis, 'claim');
+    this.claimReadScript = scriptFn(redis, 'claimRead');
   }
 
   keys(shard: ShardRef): ShardKeys {
@@ -141,18 +145,18 @@ export class RedisStockStore implements StockStore {
     throw new Error(`compensate-4.lua returned unknown code ${code}`);
   }
 
-  async claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null> {
+  async claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null | 'missing'> {
     const k = this.keys(shard);
     this.options.fence?.assertOpen(k.claim(requestId));
-    const prev = await this.redis.set(
+    const r = (await this.claimScript(
+      k.shard,
       k.claim(requestId),
       value,
-      'EX',
       Math.min(CLAIM_HOLD_S, this.options.idempotencyWindowS),
-      'NX',
-      'GET',
-    );
-    return prev ?? null;
+    )) as Reply;
+    const code = Number(r[0]);
+    if (code === -4) return 'missing';
+    return code === 1 ? String(r[1]) : null;
   }
 
   async keepClaim(shard: ShardRef, requestId: string, value: string): Promise<void> {
@@ -163,8 +167,12 @@ export class RedisStockStore implements StockStore {
     if (held === null) await this.redis.set(key, value, 'EX', this.options.idempotencyWindowS, 'NX');
   }
 
-  async readClaim(shard: ShardRef, requestId: string): Promise<string | null> {
-    return this.redis.get(this.keys(shard).claim(requestId));
+  async readClaim(shard: ShardRef, requestId: string): Promise<string | null | 'missing'> {
+    const k = this.keys(shard);
+    const r = (await this.claimReadScript(k.shard, k.claim(requestId))) as Reply;
+    const code = Number(r[0]);
+    if (code === -4) return 'missing';
+    return code === 1 ? String(r[1]) : null;
   }
 
   async readRequest(shard: ShardRef, requestId: string) {

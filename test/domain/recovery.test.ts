@@ -64,11 +64,10 @@ describe('MoveSweeper over fakes', () => {
   });
 });
 
-// Known gaps the fakes exposed, kept as failing expectations (it.fails) so a fix turns them red and they can
-// become plain tests: on a limited coupon the request's claim lives on its own shard (claimShard), and Deduct
-// and Compensate read it with a plain GET that does not see that shard's hash is gone, so no recovery puts the
-// claim back before it is used.
-describe('known gaps: a limited coupon whose claim shard was lost before any recovery', () => {
+// Gaps the fakes exposed, now closed: on a limited coupon the request's claim lives on its own shard
+// (claimShard). Deduct and Compensate read it through scripts that see when that shard's hash is gone, so the
+// recovery puts the claim back before it is used.
+describe('a limited coupon whose claim shard was lost before any recovery', () => {
   async function lostClaim() {
     const d = fakeDomain();
     const c = await d.createCoupon('c1', 20, 4, 3);
@@ -82,13 +81,13 @@ describe('known gaps: a limited coupon whose claim shard was lost before any rec
     return { d, c, id };
   }
 
-  it.fails('when the deduction is compensated, then it is found (today: NOT_DEDUCTED, the unit stays taken)', async () => {
+  it('when the deduction is compensated, then it is found, not NOT_DEDUCTED', async () => {
     const { d, id } = await lostClaim();
     const r = await d.compensate.compensate({ couponId: 'c1', requestId: id, reason: '' });
     expect(r.outcome).toBe('compensated');
   });
 
-  it.fails('when the request id is reused by another user, then it is refused (today: it deducts again)', async () => {
+  it('when the request id is reused by another user, then it is refused, not deducted again', async () => {
     const { d, id } = await lostClaim();
     const err = await d.deduct.deduct({ couponId: 'c1', requestId: id, userId: 'u1', quantity: 1n }).catch((e) => e);
     expect(err).toBeInstanceOf(DomainError);

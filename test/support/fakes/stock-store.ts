@@ -176,8 +176,10 @@ export class FakeStockStore implements StockStore {
     return { kind: 'compensated', remaining: s.avail, quantity: rec.q };
   }
 
-  async claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null> {
+  async claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null | 'missing'> {
     await this.enter('claimRequest', shard);
+    // claim-2.lua: refused while the shard hash is gone (its claims went with it).
+    if (!this.tags.get(shard.tag)?.shard) return 'missing';
     const st = this.state(shard);
     const prior = st.claims.get(requestId);
     if (prior !== undefined) return prior;
@@ -191,8 +193,10 @@ export class FakeStockStore implements StockStore {
     if (!st.claims.has(requestId)) st.claims.set(requestId, value);
   }
 
-  async readClaim(shard: ShardRef, requestId: string): Promise<string | null> {
+  async readClaim(shard: ShardRef, requestId: string): Promise<string | null | 'missing'> {
     await this.enter('readClaim', shard);
+    // claim-read-2.lua
+    if (!this.tags.get(shard.tag)?.shard) return 'missing';
     return this.tags.get(shard.tag)?.claims.get(requestId) ?? null;
   }
 
