@@ -119,14 +119,7 @@ export class DeductService {
       if (rec.userId !== userId) throw conflict(requestId, 'user_id', rec.userId);
       if (rec.quantity !== quantity && !(partial && rec.quantity < quantity)) throw conflict(requestId, 'quantity', String(rec.quantity));
       await keepClaim();
-      return {
-        outcome: 'deducted',
-        replayed: true,
-        compensated: rec.compensated,
-        remaining: rec.remaining,
-        shard: home,
-        granted: rec.quantity,
-      };
+      return replayOf(rec, home);
     }
 
     // With allowPartial, `want` shrinks to what the coupon has left; each Lua call still takes all of `want`
@@ -184,14 +177,7 @@ export class DeductService {
             const rec = await this.store.readRequest(homeRef, requestId);
             if (rec && rec.userId === userId) {
               await keepClaim();
-              return {
-                outcome: 'deducted',
-                replayed: true,
-                compensated: rec.compensated,
-                remaining: rec.remaining,
-                shard: home,
-                granted: rec.quantity,
-              };
+              return replayOf(rec, home);
             }
           }
           throw conflict(requestId, r.field, r.recorded);
@@ -316,6 +302,18 @@ export function pickSources(levels: ShardLevel[], home: number, need: number): {
     left -= want;
   }
   return plan;
+}
+
+/** A recorded deduction answered again: DEDUCTED, replayed, with what was granted and whether it was given back. */
+function replayOf(rec: { quantity: number; remaining: number; compensated: boolean }, home: number): DeductResult {
+  return {
+    outcome: 'deducted',
+    replayed: true,
+    compensated: rec.compensated,
+    remaining: rec.remaining,
+    shard: home,
+    granted: rec.quantity,
+  };
 }
 
 export function paused(couponId: string, waitMs: number): DomainError {

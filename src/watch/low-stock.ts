@@ -6,6 +6,7 @@ import type { LowStockThreshold } from '../config.js';
 import type { Coupon, StockStore } from '../domain/ports.js';
 import { allShards } from '../domain/routing.js';
 import type { LowStockEvent } from './level-bus.js';
+import { CouponChecks } from './coupon-checks.js';
 
 export interface LowStockMarks {
   /** Sets the mark; true when it was not set (this call saw the crossing first). */
@@ -30,12 +31,15 @@ export function thresholdUnits(t: LowStockThreshold, totalStock: number): number
 }
 
 export class LowStockDetector {
-  private readonly running = new Set<string>();
-  /** Coupons changed again while their check ran: checked once more when it ends. */
-  private readonly again = new Map<string, boolean>();
+  private readonly checks: CouponChecks;
   events = 0;
 
-  constructor(private readonly d: LowStockDeps) {}
+  constructor(private readonly d: LowStockDeps) {
+    this.checks = new CouponChecks(
+      (couponId, returned) => this.run(couponId, returned),
+      (err) => this.d.onError('low-stock check', err),
+    );
+  }
 
   enabledFor(couponId: string): boolean {
     const t = this.d.overrides.get(couponId) ?? this.d.global;
@@ -44,26 +48,12 @@ export class LowStockDetector {
 
   check(couponId: string, returned: boolean): void {
     if (!this.enabledFor(couponId)) return;
-    if (this.running.has(couponId)) {
-      this.again.set(couponId, returned || (this.again.get(couponId) ?? false));
-      return;
-    }
-    this.running.add(couponId);
-    this.run(couponId, returned)
-      .catch((err) => this.d.onError('low-stock check', err))
-      .finally(() => {
-        this.running.delete(couponId);
-        const next = this.again.get(couponId);
-        if (next !== undefined) {
-          this.again.delete(couponId);
-          this.check(couponId, next);
-        }
-      });
+    this.checks.check(couponId, returned);
   }
 
   /** Checks in progress (for tests and shutdown). */
   get busy(): number {
-    return this.running.size;
+    return this.checks.busy;
   }
 
   private async run(couponId: string, returned: boolean): Promise<void> {

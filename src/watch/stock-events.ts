@@ -5,6 +5,7 @@
 // first (Redis only); the exact level (MySQL total − Redis net deductions, which units moving between shards
 // cannot blur) confirms a crossing before any mark changes, so the common case costs no MySQL read.
 import type { StockEventMarks } from '../redis/sold-out-marks.js';
+import { CouponChecks } from './coupon-checks.js';
 
 export interface StockEvent {
   couponId: string;
@@ -26,34 +27,23 @@ export interface StockEventDeps {
 }
 
 export class StockEventDetector {
-  private readonly running = new Set<string>();
-  /** Coupons changed again while their check ran: checked once more when it ends. */
-  private readonly again = new Map<string, boolean>();
+  private readonly checks: CouponChecks;
   events = 0;
 
-  constructor(private readonly d: StockEventDeps) {}
+  constructor(private readonly d: StockEventDeps) {
+    this.checks = new CouponChecks(
+      (couponId, returned) => this.run(couponId, returned),
+      (err) => this.d.onError('stock-event check', err),
+    );
+  }
 
   check(couponId: string, returned: boolean): void {
-    if (this.running.has(couponId)) {
-      this.again.set(couponId, returned || (this.again.get(couponId) ?? false));
-      return;
-    }
-    this.running.add(couponId);
-    this.run(couponId, returned)
-      .catch((err) => this.d.onError('stock-event check', err))
-      .finally(() => {
-        this.running.delete(couponId);
-        const next = this.again.get(couponId);
-        if (next !== undefined) {
-          this.again.delete(couponId);
-          this.check(couponId, next);
-        }
-      });
+    this.checks.check(couponId, returned);
   }
 
   /** Checks in progress (for tests and shutdown). */
   get busy(): number {
-    return this.running.size;
+    return this.checks.busy;
   }
 
   private async run(couponId: string, returned: boolean): Promise<void> {
