@@ -4,7 +4,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { MARIADB_PROGRAMS, missingPackages, STACK_PROGRAMS, TEST_PROGRAMS, which } from '../deploy/local/system-packages.js';
+import { MARIADB_PROGRAMS, missingPackages, SETUP_TOOLS, STACK_PROGRAMS, TEST_PROGRAMS, which } from '../deploy/local/system-packages.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const THIS = relative(ROOT, fileURLToPath(import.meta.url));
@@ -33,7 +33,7 @@ describe('set-up step', () => {
     }
     expect(started.size).toBeGreaterThan(3);
     for (const [bin, file] of started) {
-      if (bin === 'apt-get' || bin === 'service') continue; // the set-up step's own tools
+      if (SETUP_TOOLS.includes(bin)) continue;
       const fromNpm = existsSync(join(ROOT, 'node_modules', '.bin', bin)); // tsx, vitest: installed by npm ci
       expect(listed.has(bin) || essential.has(bin) || fromNpm, `${file} starts ${bin}, which the set-up step does not install`).toBe(true);
     }

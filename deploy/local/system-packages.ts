@@ -40,6 +40,9 @@ const PACKAGED_SERVICES = [
 
 const log = (msg: string) => process.stderr.write(`[stack] ${msg}\n`);
 
+/** What the set-up step itself runs to install packages and stop the services an install started. */
+export const SETUP_TOOLS = ['apt-get', 'service'];
+
 export function which(bin: string): string | undefined {
   for (const dir of ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin']) {
     if (existsSync(join(dir, bin))) return join(dir, bin);
