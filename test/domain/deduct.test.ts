@@ -28,6 +28,16 @@ describe('DeductService over fakes', () => {
     expect(d.store.events).toHaveLength(1);
   });
 
+  it('when the call is already cancelled (its deadline passed), then no script runs and no unit moves', async () => {
+    const d = fakeDomain();
+    const c = await d.createCoupon('c1', 8, 2);
+    const err = await d.deduct.deduct(ask('c1', 'a', 1), AbortSignal.abort()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DomainError);
+    expect((err as DomainError).kind).toBe('deadline_exceeded');
+    expect(d.store.calls.deduct ?? 0).toBe(0);
+    expect(d.units(c)).toEqual({ avail: 8, transit: 0, net: 0, sum: 8 });
+  });
+
   it('when the same request id is retried, then it replays without taking units again', async () => {
     const d = fakeDomain();
     const c = await d.createCoupon('c1', 8, 2);
