@@ -103,6 +103,8 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
       }
     };
   };
+  /** PauseSale / ResumeSale: a call that found the sale already in that state is counted apart. */
+  const changedOrNot = (r: { changed: boolean }) => (r.changed ? 'ok' : 'unchanged');
   const watchCalls = counterFor(M.watchStock.name);
   const watchMessages = metrics.watchMessages.child(transport);
 
@@ -129,16 +131,8 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
     getDeduction: unary(M.getDeduction.name, (req, ctx) => h.getDeduction(req, ctx)),
     listLedger: unary(M.listLedger.name, (req, ctx) => h.listLedger(req, ctx)),
     listAnomalies: unary(M.listAnomalies.name, (req, ctx) => h.listAnomalies(req, ctx)),
-    pauseSale: unary(
-      M.pauseSale.name,
-      (req, ctx) => h.pauseSale(req, ctx),
-      (r) => (r.changed ? 'ok' : 'unchanged'),
-    ),
-    resumeSale: unary(
-      M.resumeSale.name,
-      (req, ctx) => h.resumeSale(req, ctx),
-      (r) => (r.changed ? 'ok' : 'unchanged'),
-    ),
+    pauseSale: unary(M.pauseSale.name, (req, ctx) => h.pauseSale(req, ctx), changedOrNot),
+    resumeSale: unary(M.resumeSale.name, (req, ctx) => h.resumeSale(req, ctx), changedOrNot),
 
     async *watchStock(req, ctx) {
       const method = M.watchStock.name;
