@@ -1,6 +1,7 @@
 // Every identity shardstock derives from coupon and request ids, in one place. These strings are stored (in
 // Redis credit sets and move hashes, JetStream's duplicate window, MySQL's anomaly table), so their formats
 // must never change.
+import { createHash } from 'node:crypto';
 
 /** `<kind>:<couponId>:<requestId>` (kind D or C): the JetStream message id (duplicate window) and the anomaly
  * key. One deduction and at most one compensation exist per request, exactly like the ledger's unique key. */
@@ -37,4 +38,13 @@ export function moveCreditId(moveId: string): string {
 /** A restock's share on each shard (applied at most once, by the restock, its retry or a recovery). */
 export function restockCreditId(requestId: string): string {
   return `R:${requestId}`;
+}
+
+/** The request id of an order item's hold: derived, so a retry of the order reaches the same holds. Long
+ * order ids keep a prefix and a digest so the result stays within the request id limit (128). */
+export function orderItemRequestId(orderId: string, index: number): string {
+  const plain = `${orderId}:${index}`;
+  if (plain.length <= 128) return plain;
+  const digest = createHash('sha256').update(orderId).digest('base64url').slice(0, 22);
+  return `${orderId.slice(0, 96)}:${digest}:${index}`;
 }

@@ -184,3 +184,104 @@ export type RecoveryOutcome = { kind: 'done'; report: RecoveryReport } | { kind:
 export interface CouponRecovery {
   recover(couponId: string, reason: string, options?: { restore?: boolean }): Promise<RecoveryOutcome>;
 }
+
+// ---- Orders of several items (docs/orders.md) ----
+
+/** Why a hold (and so an order item) was refused: the refusals Deduct answers. */
+export type HoldRefusal = 'sold_out' | 'insufficient' | 'user_limit_exceeded' | 'not_started' | 'ended' | 'sale_paused';
+
+/** How a hold ended (or 'not_held': no hold under that request id). */
+export type HoldEnd = 'confirmed' | 'released' | 'expired' | 'not_held';
+
+/** One item's hold, named by its coupon and its (derived) request id. */
+export interface HoldKey {
+  couponId: string;
+  requestId: string;
+}
+
+export type HoldTake =
+  | { kind: 'held'; holdId: string; expiresAtMs: number }
+  | { kind: 'refused'; reason: HoldRefusal }
+  /** A replay of a hold that is no longer held. */
+  | { kind: 'gone'; end: Exclude<HoldEnd, 'not_held'> };
+
+/** What an order needs from holds: each call is one atomic, idempotent step on one coupon. */
+export interface OrderHolds {
+  reserve(item: HoldKey & { userId: string; quantity: number; ttlMs: number }, signal?: AbortSignal): Promise<HoldTake>;
+  /** 'confirmed' also when it was confirmed before. */
+  confirm(hold: HoldKey): Promise<HoldEnd>;
+  /** 'released' also when it was released before. */
+  release(hold: HoldKey, reason: string): Promise<HoldEnd>;
+  extend(hold: HoldKey, ttlMs: number): Promise<{ kind: 'extended'; expiresAtMs: number } | { kind: 'ended'; end: HoldEnd }>;
+  /** Gives a confirmed hold's units back. */
+  compensate(hold: HoldKey, reason: string): Promise<'compensated' | 'already_compensated' | 'not_deducted'>;
+}
+
+export type OrderKind = 'reserve' | 'deduct';
+/** pending: holds being taken; held: all held, kept as holds (ReserveOrder); committed: confirms follow;
+ * confirmed, aborted, compensated: final (aborted's holds are released, compensated's deductions given back). */
+export type OrderState = 'pending' | 'held' | 'committed' | 'confirmed' | 'aborted' | 'compensated';
+/** Why an order was aborted. abandoned: left PENDING past its holds' lifetime (its instance died). */
+export type OrderAbort = 'refused' | 'expired' | 'released' | 'abandoned';
+
+export interface OrderItemSpec {
+  couponId: string;
+  quantity: number;
+}
+
+export interface OrderRefused {
+  index: number;
+  couponId: string;
+  reason: HoldRefusal;
+}
+
+export interface OrderRecord {
+  orderId: string;
+  kind: OrderKind;
+  userId: string;
+  items: OrderItemSpec[];
+  ttlMs: number;
+  state: OrderState;
+  createdMs: number;
+  decidedMs?: number;
+  /** The earliest of the items' hold expiries, once all were held. */
+  expiresAtMs?: number;
+  abort?: OrderAbort;
+  refused?: OrderRefused;
+  /** The items' hold ids, once all were held. */
+  holdIds?: string[];
+}
+
+export type OrderOpenResult =
+  | { kind: 'created'; record: OrderRecord }
+  | { kind: 'found'; record: OrderRecord }
+  | { kind: 'conflict'; field: 'user_id' | 'items' | 'kind'; recorded: string };
+
+export type OrderMoveResult =
+  /** Moved; `record` is the state after the move. */
+  | { kind: 'moved'; record: OrderRecord }
+  /** The state allowed the move but the deadline had passed: nothing changed. */
+  | { kind: 'late'; record: OrderRecord }
+  /** The state was not one of `from`: someone decided first. */
+  | { kind: 'other'; record: OrderRecord }
+  | { kind: 'missing' };
+
+/** Order records: each in its own slot; a state change is one compare-and-set. */
+export interface OrderRecords {
+  /** Creates the record PENDING, or returns the one that exists (a conflict when user, items or kind differ). */
+  open(spec: Pick<OrderRecord, 'orderId' | 'kind' | 'userId' | 'items' | 'ttlMs'>, nowMs: number): Promise<OrderOpenResult>;
+  /** Moves the state to `to` if it is one of `from` (and nowMs < notAfterMs when given), setting `set`. */
+  move(
+    orderId: string,
+    from: OrderState[],
+    to: OrderState,
+    nowMs: number,
+    opts?: { notAfterMs?: number; set?: Partial<Pick<OrderRecord, 'expiresAtMs' | 'abort' | 'refused' | 'holdIds'>> },
+  ): Promise<OrderMoveResult>;
+  read(orderId: string): Promise<OrderRecord | null>;
+  /** The sweeper's due-lists: when to look at an order next (upsert). */
+  schedule(orderId: string, atMs: number): Promise<void>;
+  unschedule(orderId: string): Promise<void>;
+  /** Order ids whose time has come, a few from each due-list. */
+  due(nowMs: number, limit: number): Promise<string[]>;
+}

@@ -58,3 +58,17 @@ export function soldOutMarkKey(namespace: string, couponId: string): string {
 
 /** Consumer group every service instance joins on every outbox stream. */
 export const RELAY_GROUP = 'relay';
+
+/** hash per order (ReserveOrder / DeductOrder request_id), in a slot of its own: kind, user, items, TTL, state
+ *  and the decision (docs/orders.md). Expires with the idempotency window. */
+export function orderKey(namespace: string, orderId: string): string {
+  return `${namespace}:order:{o:${orderId}}`;
+}
+
+/** How many due-lists the order sweeper reads: orders spread over this many slots (and so masters). */
+export const ORDER_DUE_LISTS = 16;
+
+/** sorted set of order ids scored by when the sweeper should look at the order next (src/domain/order-sweeper.ts). */
+export function orderDueKey(namespace: string, list: number): string {
+  return `${namespace}:orders:due:{od${list}}`;
+}

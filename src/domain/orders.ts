@@ -1,0 +1,400 @@
+// Orders of several items, all or nothing (docs/orders.md): every item is held, one atomic decision on the
+// order record says whether they are all confirmed (or kept as holds) or all released, and only then are the
+// per-item steps made. Those steps are idempotent, so a retry or the sweeper can repeat them until done.
+import { DomainError, invalid } from './errors.js';
+import { orderItemRequestId } from './ids.js';
+import type { Coupon } from './model.js';
+import type {
+  HoldKey,
+  HoldTake,
+  OrderAbort,
+  OrderHolds,
+  OrderItemSpec,
+  OrderKind,
+  OrderMoveResult,
+  OrderRecord,
+  OrderRecords,
+  OrderRefused,
+} from './ports.js';
+import * as v from './validate.js';
+
+export type OrderOutcome =
+  /** ReserveOrder: every item is held until expiresAtMs. */
+  | 'held'
+  /** Every item is deducted. */
+  | 'confirmed'
+  /** Nothing taken: an item was refused (see `refused`). */
+  | 'refused'
+  /** Nothing taken: a hold expired before the order could be confirmed. */
+  | 'expired'
+  /** Nothing taken: the order was released. */
+  | 'released'
+  /** Nothing taken: the order was left unfinished past its holds' lifetime (its instance died). */
+  | 'abandoned'
+  /** Every item's deduction was given back. */
+  | 'compensated'
+  /** Still being taken by another call: retry with the same request_id. */
+  | 'pending';
+
+export interface OrderItemResult {
+  index: number;
+  couponId: string;
+  quantity: number;
+  /** The item's hold: its derived request id (Confirm / Release / GetDeduction on one item use it). */
+  requestId: string;
+  holdId?: string;
+  expiresAtMs?: number;
+}
+
+export interface OrderResult {
+  orderId: string;
+  outcome: OrderOutcome;
+  /** Answered from an earlier call's record. */
+  replayed: boolean;
+  refused?: OrderRefused;
+  /** held: when the first of the holds expires. */
+  expiresAtMs?: number;
+  items: OrderItemResult[];
+}
+
+export interface OrderInput {
+  requestId: string;
+  userId: string;
+  items: { couponId: string; quantity: bigint }[];
+  /** 0 = the default hold TTL. */
+  ttlMs: bigint | number;
+}
+
+export interface OrderSettings {
+  maxItems: number;
+  maxQuantity: number;
+  ttl: { minMs: number; maxMs: number; defaultMs: number };
+  /** A commit is made only while every hold has at least this long to live: time to confirm them all, even
+   * by a retry or the sweeper after a crash, and room for clock skew between instances. */
+  commitMarginMs: number;
+  /** The sweeper looks at a committed order this long after the commit (confirms it if its caller died). */
+  finishAfterMs: number;
+  /** The sweeper aborts an unfinished order this long after its holds' lifetime ended. */
+  graceMs: number;
+}
+
+const ABORT_OUTCOME: Record<OrderAbort, OrderOutcome> = {
+  refused: 'refused',
+  expired: 'expired',
+  released: 'released',
+  abandoned: 'abandoned',
+};
+
+export class OrderService {
+  constructor(
+    private readonly d: {
+      holds: OrderHolds;
+      records: OrderRecords;
+      /** The coupon of an item (NOT_FOUND when unknown). */
+      coupon: (couponId: string) => Promise<Coupon>;
+      settings: OrderSettings;
+      now?: () => number;
+      onError?: (what: string, err: unknown) => void;
+    },
+  ) {}
+
+  private now(): number {
+    return (this.d.now ?? Date.now)();
+  }
+
+  /** Holds every item, or none; the holds stay until confirmed, released or expired. */
+  reserveOrder(input: OrderInput, signal?: AbortSignal): Promise<OrderResult> {
+    return this.place('reserve', input, signal);
+  }
+
+  /** Deducts every item, or none. */
+  deductOrder(input: OrderInput, signal?: AbortSignal): Promise<OrderResult> {
+    return this.place('deduct', input, signal);
+  }
+
+  /** Confirms every hold of a reserved order (or finishes a confirm cut short). */
+  async confirmOrder(orderId: string): Promise<OrderResult> {
+    const record = await this.existing(v.requestId(orderId));
+    if (record.state === 'pending')
+      throw new DomainError('failed_precondition', `order ${orderId} is still being reserved; retry with the same request_id`);
+    if (record.state !== 'held') return this.follow(record, true);
+    return this.commit(record, await this.lifetime(record, null), false);
+  }
+
+  /** Releases every hold of an order that is not confirmed. */
+  async releaseOrder(orderId: string, reason: string): Promise<OrderResult> {
+    const id = v.requestId(orderId);
+    v.text('reason', reason, v.REASON_MAX);
+    await this.existing(id);
+    const r = await this.d.records.move(id, ['pending', 'held'], 'aborted', this.now(), { set: { abort: 'released' } });
+    return this.follow(decided(r, id), r.kind !== 'moved');
+  }
+
+  /** Gives back every item of a confirmed order. */
+  async compensateOrder(orderId: string, reason: string): Promise<OrderResult & { already: boolean }> {
+    const id = v.requestId(orderId);
+    const why = v.text('reason', reason, v.REASON_MAX);
+    let record = await this.existing(id);
+    // A confirm cut short is finished first: compensating half an order would leave the other half taken.
+    if (record.state === 'committed') record = decided(await this.finishCommit(record), id);
+    if (record.state !== 'confirmed' && record.state !== 'compensated') return { ...(await this.follow(record, true)), already: false };
+    const r = await this.d.records.move(id, ['confirmed'], 'compensated', this.now());
+    const now = decided(r, id);
+    await this.each(now, (hold) => this.d.holds.compensate(hold, why));
+    return { ...this.answer(now, r.kind !== 'moved'), already: r.kind !== 'moved' };
+  }
+
+  /** The sweeper's step for one due order: ends what its caller left unfinished, or says when to look again. */
+  async sweep(orderId: string): Promise<{ nextAtMs: number } | 'done'> {
+    const record = await this.d.records.read(orderId);
+    if (!record) return 'done';
+    const now = this.now();
+    switch (record.state) {
+      case 'pending': {
+        const at = record.createdMs + record.ttlMs + this.d.settings.graceMs;
+        if (now < at) return { nextAtMs: at };
+        const r = await this.d.records.move(orderId, ['pending'], 'aborted', now, { set: { abort: 'abandoned' } });
+        await this.follow(decided(r, orderId), true);
+        return 'done';
+      }
+      case 'held': {
+        const at = (record.expiresAtMs ?? record.createdMs + record.ttlMs) + this.d.settings.graceMs;
+        if (now < at) return { nextAtMs: at };
+        const r = await this.d.records.move(orderId, ['held'], 'aborted', now, { set: { abort: 'expired' } });
+        await this.follow(decided(r, orderId), true);
+        return 'done';
+      }
+      case 'committed':
+        await this.finishCommit(record);
+        return 'done';
+      case 'aborted':
+        await this.releaseAll(record);
+        return 'done';
+      default:
+        return 'done';
+    }
+  }
+
+  private async place(kind: OrderKind, input: OrderInput, signal?: AbortSignal): Promise<OrderResult> {
+    const spec = await this.validate(kind, input);
+    const now = this.now();
+    // The due-list entry comes first: a record that exists is always one the sweeper will find.
+    await this.d.records.schedule(spec.orderId, now + spec.ttlMs + this.d.settings.graceMs);
+    const opened = await this.d.records.open(spec, now);
+    if (opened.kind === 'conflict') {
+      const what =
+        opened.field === 'kind' ? `order kind (it was a ${opened.recorded} order)` : `${opened.field} (recorded: ${opened.recorded})`;
+      throw new DomainError(
+        'failed_precondition',
+        `request_id ${spec.orderId} was already used with a different ${what}; use a new request_id`,
+      );
+    }
+    const record = opened.record;
+    if (record.state === 'pending') return this.take(record, opened.kind === 'found', signal);
+    const answer = await this.follow(record, true);
+    // The due-list entry written above for a replay: a held order is looked at once it expires, an ended one never.
+    const tidy =
+      record.state === 'held' && record.expiresAtMs !== undefined
+        ? this.d.records.schedule(spec.orderId, record.expiresAtMs + this.d.settings.graceMs)
+        : this.d.records.unschedule(spec.orderId);
+    // The sweeper drops a stale entry anyway: a failure here must not fail a correct answer.
+    await tidy.catch((err) => this.d.onError?.('order schedule', err));
+    return answer;
+  }
+
+  /** Holds every item (replays for those held before), then decides. */
+  private async take(record: OrderRecord, replayed: boolean, signal?: AbortSignal): Promise<OrderResult> {
+    const takes = await Promise.all(
+      record.items.map((item, i) =>
+        this.d.holds
+          .reserve(
+            {
+              couponId: item.couponId,
+              requestId: orderItemRequestId(record.orderId, i),
+              userId: record.userId,
+              quantity: item.quantity,
+              ttlMs: record.ttlMs,
+            },
+            signal,
+          )
+          .then(
+            (t): HoldTake | { kind: 'error'; err: unknown } => t,
+            (err: unknown) => ({ kind: 'error' as const, err }),
+          ),
+      ),
+    );
+    const refusedAt = takes.findIndex((t) => t.kind === 'refused');
+    if (refusedAt >= 0) {
+      const t = takes[refusedAt] as Extract<HoldTake, { kind: 'refused' }>;
+      const refused = { index: refusedAt, couponId: record.items[refusedAt]!.couponId, reason: t.reason };
+      const r = await this.d.records.move(record.orderId, ['pending'], 'aborted', this.now(), { set: { abort: 'refused', refused } });
+      return this.follow(decided(r, record.orderId), r.kind !== 'moved');
+    }
+    const gone = takes.find((t) => t.kind === 'gone');
+    if (gone) {
+      // A retry after the holds ended (expired, or released by their item id): the order cannot be completed.
+      const abort: OrderAbort = gone.end === 'released' ? 'released' : 'expired';
+      const r = await this.d.records.move(record.orderId, ['pending'], 'aborted', this.now(), { set: { abort } });
+      return this.follow(decided(r, record.orderId), r.kind !== 'moved');
+    }
+    const failed = takes.find((t) => t.kind === 'error');
+    // Undecided: the record stays PENDING; a retry takes the same holds again, or the sweeper aborts it.
+    if (failed) throw failed.err;
+    const held = takes as Extract<HoldTake, { kind: 'held' }>[];
+    const holdIds = held.map((h) => h.holdId);
+    if (record.kind === 'reserve') {
+      const expiresAtMs = Math.min(...held.map((h) => h.expiresAtMs));
+      const r = await this.d.records.move(record.orderId, ['pending'], 'held', this.now(), {
+        notAfterMs: expiresAtMs,
+        set: { expiresAtMs, holdIds },
+      });
+      if (r.kind === 'moved') await this.d.records.schedule(record.orderId, expiresAtMs + this.d.settings.graceMs);
+      if (r.kind === 'late') return this.abortExpired(record.orderId, ['pending']);
+      return this.follow(decided(r, record.orderId), replayed || r.kind !== 'moved', holdIds);
+    }
+    return this.commit(record, await this.lifetime(record, held), replayed, holdIds);
+  }
+
+  /** Makes every hold live at least the commit margin (plus the sweeper's delay) from now: the earliest expiry
+   * after that, or null when a hold has already ended. */
+  private async lifetime(record: OrderRecord, held: { expiresAtMs: number }[] | null): Promise<number | null> {
+    const s = this.d.settings;
+    const needUntil = this.now() + s.commitMarginMs + s.finishAfterMs;
+    const known = held?.map((h) => h.expiresAtMs) ?? record.items.map(() => record.expiresAtMs ?? 0);
+    const expiries = await Promise.all(
+      record.items.map(async (_item, i) => {
+        if (known[i]! > needUntil) return known[i]!;
+        const r = await this.d.holds.extend(this.holdKey(record, i), Math.max(record.ttlMs, s.commitMarginMs + s.finishAfterMs + 1000));
+        return r.kind === 'extended' ? r.expiresAtMs : null;
+      }),
+    );
+    return expiries.includes(null) ? null : Math.min(...(expiries as number[]));
+  }
+
+  /** Records the commit (only while every hold outlives it by the margin), then confirms every hold. */
+  private async commit(record: OrderRecord, expiresAtMs: number | null, replayed: boolean, holdIds?: string[]): Promise<OrderResult> {
+    const from = record.state === 'held' ? (['held'] as const) : (['pending'] as const);
+    if (expiresAtMs === null) return this.abortExpired(record.orderId, [...from]);
+    const r = await this.d.records.move(record.orderId, [...from], 'committed', this.now(), {
+      notAfterMs: expiresAtMs - this.d.settings.commitMarginMs,
+      set: { expiresAtMs, ...(holdIds ? { holdIds } : {}) },
+    });
+    if (r.kind === 'late') return this.abortExpired(record.orderId, [...from]);
+    if (r.kind === 'moved') await this.d.records.schedule(record.orderId, this.now() + this.d.settings.finishAfterMs);
+    return this.follow(decided(r, record.orderId), replayed || r.kind !== 'moved', holdIds);
+  }
+
+  private async abortExpired(orderId: string, from: ('pending' | 'held')[]): Promise<OrderResult> {
+    const r = await this.d.records.move(orderId, from, 'aborted', this.now(), { set: { abort: 'expired' } });
+    return this.follow(decided(r, orderId), r.kind !== 'moved');
+  }
+
+  /** Carries out a recorded decision (idempotently) and answers with it. */
+  private async follow(record: OrderRecord, replayed: boolean, holdIds?: string[]): Promise<OrderResult> {
+    if (record.state === 'aborted') await this.releaseAll(record);
+    if (record.state === 'committed') record = decided(await this.finishCommit(record), record.orderId);
+    return this.answer(record, replayed, holdIds);
+  }
+
+  private async finishCommit(record: OrderRecord): Promise<OrderMoveResult> {
+    const ends = await this.each(record, (hold) => this.d.holds.confirm(hold));
+    const lost = ends.map((e, i) => ({ e, i })).filter((x) => x.e !== 'confirmed');
+    // Cannot happen while the margin holds (the holds outlive the commit); if it does, it must be seen.
+    if (lost.length > 0)
+      this.d.onError?.(
+        'order confirm',
+        new Error(`order ${record.orderId}: items ${lost.map((x) => `${x.i} ${x.e}`).join(', ')} after its commit`),
+      );
+    const r = await this.d.records.move(record.orderId, ['committed'], 'confirmed', this.now());
+    await this.d.records.unschedule(record.orderId).catch((err) => this.d.onError?.('order unschedule', err));
+    return r;
+  }
+
+  private async releaseAll(record: OrderRecord): Promise<void> {
+    try {
+      await this.each(record, (hold) => this.d.holds.release(hold, `order ${record.orderId} ${record.abort ?? 'aborted'}`));
+      await this.d.records.unschedule(record.orderId);
+    } catch (err) {
+      // The holds expire anyway; the sweeper tries again meanwhile.
+      this.d.onError?.('order release', err);
+    }
+  }
+
+  /** Runs `step` on every item's hold at once; throws the first failure after all have settled. */
+  private async each<T>(record: OrderRecord, step: (hold: HoldKey) => Promise<T>): Promise<T[]> {
+    const settled = await Promise.allSettled(record.items.map((_, i) => step(this.holdKey(record, i))));
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed) throw failed.reason;
+    return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
+  }
+
+  private holdKey(record: OrderRecord, index: number): HoldKey {
+    return { couponId: record.items[index]!.couponId, requestId: orderItemRequestId(record.orderId, index) };
+  }
+
+  private answer(record: OrderRecord, replayed: boolean, holdIds?: string[]): OrderResult {
+    const ids = holdIds ?? record.holdIds;
+    const outcome: OrderOutcome =
+      record.state === 'aborted'
+        ? ABORT_OUTCOME[record.abort ?? 'released']
+        : record.state === 'held' || record.state === 'compensated' || record.state === 'pending'
+          ? record.state
+          : 'confirmed';
+    return {
+      orderId: record.orderId,
+      outcome,
+      replayed,
+      ...(record.refused ? { refused: record.refused } : {}),
+      ...(record.state === 'held' && record.expiresAtMs !== undefined ? { expiresAtMs: record.expiresAtMs } : {}),
+      items: record.items.map((item, index) => ({
+        index,
+        couponId: item.couponId,
+        quantity: item.quantity,
+        requestId: orderItemRequestId(record.orderId, index),
+        ...(ids?.[index] ? { holdId: ids[index] } : {}),
+      })),
+    };
+  }
+
+  private async existing(orderId: string): Promise<OrderRecord> {
+    const record = await this.d.records.read(orderId);
+    if (!record) throw new DomainError('not_found', `no order with request_id ${orderId} (unknown, or older than the idempotency window)`);
+    return record;
+  }
+
+  private async validate(kind: OrderKind, input: OrderInput) {
+    const s = this.d.settings;
+    const orderId = v.requestId(input.requestId);
+    const userId = v.optionalId('user_id', input.userId, v.USER_ID_MAX) ?? '';
+    if (input.items.length === 0) throw invalid('items', 'must list at least one item');
+    if (input.items.length > s.maxItems) throw invalid('items', `must list at most ${s.maxItems} items, got ${input.items.length}`);
+    const ttl = BigInt(input.ttlMs);
+    const ttlMs = ttl === 0n ? s.ttl.defaultMs : v.units('ttl_ms', ttl, BigInt(s.ttl.minMs), BigInt(s.ttl.maxMs));
+    const seen = new Map<string, number>();
+    const items: OrderItemSpec[] = input.items.map((it, i) => {
+      const couponId = v.id(`items[${i}].coupon_id`, it.couponId, v.COUPON_ID_MAX);
+      const first = seen.get(couponId);
+      if (first !== undefined)
+        throw invalid(`items[${i}].coupon_id`, `repeats items[${first}]; list each coupon once with its total quantity`);
+      seen.set(couponId, i);
+      const quantity = it.quantity === 0n ? 1 : v.units(`items[${i}].quantity`, it.quantity, 1n, BigInt(s.maxQuantity));
+      return { couponId, quantity };
+    });
+    // Checked before anything is taken, so a bad item never leaves the others held.
+    await Promise.all(
+      items.map(async (item, i) => {
+        const coupon = await this.d.coupon(item.couponId);
+        if (coupon.perUserLimit > 0 && userId === '')
+          throw invalid('user_id', `is required: items[${i}] coupon ${item.couponId} has a per-user limit of ${coupon.perUserLimit}`);
+      }),
+    );
+    return { orderId, kind, userId, items, ttlMs };
+  }
+}
+
+/** The record after a move: moved, refused as late, or decided by someone else first. */
+function decided(r: OrderMoveResult, orderId: string): OrderRecord {
+  if (r.kind === 'missing')
+    throw new DomainError('unavailable', `the record of order ${orderId} is missing (Redis lost it); retry with the same request_id`);
+  return r.record;
+}

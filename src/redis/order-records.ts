@@ -1,0 +1,161 @@
+// OrderRecords on Redis Cluster: each order's record is one hash in its own slot (order-open-1.lua,
+// order-move-1.lua); the sweeper's due-lists are a few sorted sets spread over the cluster.
+import type { Cluster } from 'ioredis';
+import { fnv1a } from '../domain/routing.js';
+import type { OrderMoveResult, OrderOpenResult, OrderRecord, OrderRecords, OrderState } from '../domain/ports.js';
+import { scriptFn } from './cluster.js';
+import { ORDER_DUE_LISTS, orderDueKey, orderKey } from './keys.js';
+import type { ReplicaAck } from './replica-ack.js';
+
+export interface RedisOrderRecordsOptions {
+  namespace: string;
+  idempotencyWindowS: number;
+  /** When set, a decision is answered (and followed) only once it reached a replica: a decision lost in a
+   * failover could be decided the other way by a retry, after some items were already confirmed. */
+  replicaAck?: ReplicaAck | undefined;
+  fence?: { assertOpen(key: string): void } | undefined;
+}
+
+export class RedisOrderRecords implements OrderRecords {
+  private readonly openScript;
+  private readonly moveScript;
+  /** The due-list each pass starts at, rotated so a busy list does not starve the others. */
+  private nextList = 0;
+
+  constructor(
+    private readonly redis: Cluster,
+    private readonly options: RedisOrderRecordsOptions,
+  ) {
+    this.openScript = scriptFn(redis, 'orderOpen');
+    this.moveScript = scriptFn(redis, 'orderMove');
+  }
+
+  async open(spec: Pick<OrderRecord, 'orderId' | 'kind' | 'userId' | 'items' | 'ttlMs'>, nowMs: number): Promise<OrderOpenResult> {
+    const key = orderKey(this.options.namespace, spec.orderId);
+    const owner = this.beforeWrite(key);
+    const items = JSON.stringify(spec.items.map((i) => ({ couponId: i.couponId, quantity: i.quantity })));
+    const r = (await this.openScript(key, spec.kind, spec.userId, items, spec.ttlMs, nowMs, this.options.idempotencyWindowS)) as (
+      | string
+      | number
+    )[];
+    const code = Number(r[0]);
+    if (code === -3) return { kind: 'conflict', field: r[1] as 'kind' | 'user_id' | 'items', recorded: String(r[2]) };
+    if (code === 0) {
+      await this.replicated(key, owner);
+      return {
+        kind: 'created',
+        record: {
+          orderId: spec.orderId,
+          kind: spec.kind,
+          userId: spec.userId,
+          items: spec.items,
+          ttlMs: spec.ttlMs,
+          state: 'pending',
+          createdMs: nowMs,
+        },
+      };
+    }
+    await this.vouch(key, owner);
+    return { kind: 'found', record: parseRecord(spec.orderId, r.slice(1) as string[]) };
+  }
+
+  async move(
+    orderId: string,
+    from: OrderState[],
+    to: OrderState,
+    nowMs: number,
+    opts: { notAfterMs?: number; set?: Partial<Pick<OrderRecord, 'expiresAtMs' | 'abort' | 'refused' | 'holdIds'>> } = {},
+  ): Promise<OrderMoveResult> {
+    const key = orderKey(this.options.namespace, orderId);
+    const set: (string | number)[] = [];
+    const s = opts.set ?? {};
+    if (s.expiresAtMs !== undefined) set.push('x', s.expiresAtMs);
+    if (s.abort !== undefined) set.push('ab', s.abort);
+    if (s.refused !== undefined) set.push('rf', JSON.stringify(s.refused));
+    if (s.holdIds !== undefined) set.push('h', JSON.stringify(s.holdIds));
+    const owner = this.beforeWrite(key);
+    const r = (await this.moveScript(key, from.join(','), to, nowMs, opts.notAfterMs ?? 0, ...set)) as (string | number)[];
+    const code = Number(r[0]);
+    if (code === -4) return { kind: 'missing' };
+    const record = parseRecord(orderId, r.slice(1) as string[]);
+    if (code === 0) {
+      await this.replicated(key, owner);
+      return { kind: 'moved', record };
+    }
+    // Someone else's decision is followed only once it is as durable as our own would have been.
+    await this.vouch(key, owner);
+    return { kind: code === -1 ? 'late' : 'other', record };
+  }
+
+  async read(orderId: string): Promise<OrderRecord | null> {
+    const flat = await this.redis.hgetall(orderKey(this.options.namespace, orderId));
+    if (!flat || flat.st === undefined) return null;
+    return parseRecord(orderId, Object.entries(flat).flat());
+  }
+
+  async schedule(orderId: string, atMs: number): Promise<void> {
+    await this.redis.zadd(this.dueKey(orderId), Math.round(atMs), orderId);
+  }
+
+  async unschedule(orderId: string): Promise<void> {
+    await this.redis.zrem(this.dueKey(orderId), orderId);
+  }
+
+  async due(nowMs: number, limit: number): Promise<string[]> {
+    const start = this.nextList;
+    this.nextList = (this.nextList + 1) % ORDER_DUE_LISTS;
+    const lists = await Promise.all(
+      Array.from({ length: ORDER_DUE_LISTS }, (_, i) =>
+        this.redis.zrangebyscore(orderDueKey(this.options.namespace, (start + i) % ORDER_DUE_LISTS), '-inf', nowMs, 'LIMIT', 0, limit),
+      ),
+    );
+    return lists.flat();
+  }
+
+  private dueKey(orderId: string): string {
+    return orderDueKey(this.options.namespace, fnv1a(orderId) % ORDER_DUE_LISTS);
+  }
+
+  private beforeWrite(key: string): string | undefined {
+    this.options.fence?.assertOpen(key);
+    return this.options.replicaAck?.owner(key);
+  }
+
+  private async replicated(key: string, owner: string | undefined): Promise<void> {
+    if (this.options.replicaAck) await this.options.replicaAck.afterWrite(key, owner);
+  }
+
+  /** A tiny write to the record's own slot, then the shared WAIT: the decision read is on a replica too. */
+  private async vouch(key: string, owner: string | undefined): Promise<void> {
+    if (!this.options.replicaAck) return;
+    await this.redis.hset(key, 'v', Date.now());
+    await this.replicated(key, owner);
+  }
+}
+
+const STATES = new Set<OrderState>(['pending', 'held', 'committed', 'confirmed', 'aborted', 'compensated']);
+
+function parseRecord(orderId: string, flat: string[]): OrderRecord {
+  const f = new Map<string, string>();
+  for (let i = 0; i + 1 < flat.length; i += 2) f.set(String(flat[i]), String(flat[i + 1]));
+  const state = f.get('st') as OrderState;
+  if (!STATES.has(state)) throw new Error(`order ${orderId}: unknown state ${JSON.stringify(state)}`);
+  const num = (k: string) => (f.has(k) ? Number(f.get(k)) : undefined);
+  const record: OrderRecord = {
+    orderId,
+    kind: f.get('k') === 'reserve' ? 'reserve' : 'deduct',
+    userId: f.get('u') ?? '',
+    items: JSON.parse(f.get('it') ?? '[]'),
+    ttlMs: num('t') ?? 0,
+    state,
+    createdMs: num('c') ?? 0,
+  };
+  const decidedMs = num('dm');
+  if (decidedMs !== undefined) record.decidedMs = decidedMs;
+  const expiresAtMs = num('x');
+  if (expiresAtMs !== undefined) record.expiresAtMs = expiresAtMs;
+  if (f.has('ab')) record.abort = f.get('ab') as OrderRecord['abort'] & string;
+  if (f.has('rf')) record.refused = JSON.parse(f.get('rf')!);
+  if (f.has('h')) record.holdIds = JSON.parse(f.get('h')!);
+  return record;
+}
