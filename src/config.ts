@@ -32,6 +32,16 @@ export interface Config {
   maxQuantity: number;
   /** SHARDSTOCK_IDEMPOTENCY_WINDOW_S — how long a Deduct's request_id is remembered. Default 86400 (24 h). */
   idempotencyWindowS: number;
+  /** SHARDSTOCK_HOLD_TTL_MIN_MS — the shortest hold a Reserve or ExtendHold may ask for. Default 1000. */
+  holdTtlMinMs: number;
+  /** SHARDSTOCK_HOLD_TTL_MAX_MS — the longest hold a Reserve or ExtendHold may ask for. Default 3600000 (1 h). */
+  holdTtlMaxMs: number;
+  /** SHARDSTOCK_HOLD_TTL_DEFAULT_MS — the hold a Reserve or ExtendHold gets with ttl_ms = 0 (between the
+   * minimum and the maximum). Default 600000 (10 min). */
+  holdTtlDefaultMs: number;
+  /** SHARDSTOCK_HOLD_SWEEP_MS — how often every instance looks for expired holds (they are released within
+   * about this much of their expiry, whichever instance made them). Default 250. */
+  holdSweepMs: number;
   /** SHARDSTOCK_SOLD_OUT_TTL_MS — how long an instance trusts its own "sold out" flag before asking Redis again (NATS tells it sooner). Default 2000. */
   soldOutTtlMs: number;
   /** SHARDSTOCK_ACK_LEVEL — `replica` (reply after the write reached a replica, WAIT) or `leader`. Default replica. */
@@ -358,6 +368,17 @@ function network(env: Env) {
 }
 
 /** The connection limits both transports apply. */
+function holdTtl(env: Env): Pick<Config, 'holdTtlMinMs' | 'holdTtlMaxMs' | 'holdTtlDefaultMs'> {
+  const minMs = int(env, 'SHARDSTOCK_HOLD_TTL_MIN_MS', 1000, 1, 86_400_000);
+  const maxMs = int(env, 'SHARDSTOCK_HOLD_TTL_MAX_MS', 3_600_000, 1, 7 * 86_400_000);
+  const defaultMs = int(env, 'SHARDSTOCK_HOLD_TTL_DEFAULT_MS', 600_000, 1, 7 * 86_400_000);
+  if (!(minMs <= defaultMs && defaultMs <= maxMs))
+    throw new ConfigError(
+      `SHARDSTOCK_HOLD_TTL_MIN_MS <= SHARDSTOCK_HOLD_TTL_DEFAULT_MS <= SHARDSTOCK_HOLD_TTL_MAX_MS must hold, got ${minMs}, ${defaultMs}, ${maxMs}`,
+    );
+  return { holdTtlMinMs: minMs, holdTtlMaxMs: maxMs, holdTtlDefaultMs: defaultMs };
+}
+
 export function networkLimits(c: Readonly<Config>) {
   return {
     maxConnections: c.maxConnections,
@@ -409,6 +430,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     defaultShards: int(env, 'SHARDSTOCK_DEFAULT_SHARDS', 16, 1, 1024),
     maxQuantity: int(env, 'SHARDSTOCK_MAX_QUANTITY', 100, 1, 1_000_000),
     idempotencyWindowS: int(env, 'SHARDSTOCK_IDEMPOTENCY_WINDOW_S', 86_400, 1, 90 * 86_400),
+    ...holdTtl(env),
+    holdSweepMs: int(env, 'SHARDSTOCK_HOLD_SWEEP_MS', 250, 10, 60_000),
     soldOutTtlMs: int(env, 'SHARDSTOCK_SOLD_OUT_TTL_MS', 2000, 0, 600_000),
     ackLevel,
     waitTimeoutMs: int(env, 'SHARDSTOCK_WAIT_TIMEOUT_MS', 200, 1, 60_000),

@@ -31,6 +31,18 @@ import {
   type ReconcileResponse,
   type RestockResponse,
   type WatchStockResponse,
+  ConfirmRequestSchema,
+  DeductOrderRequestSchema,
+  ExtendHoldRequestSchema,
+  ReleaseRequestSchema,
+  ReserveOrderRequestSchema,
+  ReserveRequestSchema,
+  type ConfirmResponse,
+  type DeductOrderResponse,
+  type ExtendHoldResponse,
+  type ReleaseResponse,
+  type ReserveOrderResponse,
+  type ReserveResponse,
 } from '../gen/inventory/v1/inventory_pb.js';
 import { serviceDefinition } from '../protocol/grpc-service-definition.js';
 
@@ -56,6 +68,12 @@ export interface InventoryClient {
   getDeduction(req: Init<typeof GetDeductionRequestSchema>, o?: CallOptions): Promise<GetDeductionResponse>;
   listLedger(req: Init<typeof ListLedgerRequestSchema>, o?: CallOptions): Promise<ListLedgerResponse>;
   listAnomalies(req: Init<typeof ListAnomaliesRequestSchema>, o?: CallOptions): Promise<ListAnomaliesResponse>;
+  reserve(req: Init<typeof ReserveRequestSchema>, o?: CallOptions): Promise<ReserveResponse>;
+  confirm(req: Init<typeof ConfirmRequestSchema>, o?: CallOptions): Promise<ConfirmResponse>;
+  release(req: Init<typeof ReleaseRequestSchema>, o?: CallOptions): Promise<ReleaseResponse>;
+  extendHold(req: Init<typeof ExtendHoldRequestSchema>, o?: CallOptions): Promise<ExtendHoldResponse>;
+  reserveOrder(req: Init<typeof ReserveOrderRequestSchema>, o?: CallOptions): Promise<ReserveOrderResponse>;
+  deductOrder(req: Init<typeof DeductOrderRequestSchema>, o?: CallOptions): Promise<DeductOrderResponse>;
   close(): void;
   raw: grpc.Client;
 }
@@ -119,6 +137,12 @@ export function createInventoryClient(
     getDeduction: unary('getDeduction', GetDeductionRequestSchema),
     listLedger: unary('listLedger', ListLedgerRequestSchema),
     listAnomalies: unary('listAnomalies', ListAnomaliesRequestSchema),
+    reserve: unary('reserve', ReserveRequestSchema),
+    confirm: unary('confirm', ConfirmRequestSchema),
+    release: unary('release', ReleaseRequestSchema),
+    extendHold: unary('extendHold', ExtendHoldRequestSchema),
+    reserveOrder: unary('reserveOrder', ReserveOrderRequestSchema),
+    deductOrder: unary('deductOrder', DeductOrderRequestSchema),
     watchStock(req, o) {
       const call = raw.watchStock!.call(
         raw,

@@ -32,6 +32,14 @@ import type {
   ListAnomaliesResponse,
   ListLedgerRequestSchema,
   ListLedgerResponse,
+  ConfirmRequestSchema,
+  ConfirmResponse,
+  ExtendHoldRequestSchema,
+  ExtendHoldResponse,
+  ReleaseRequestSchema,
+  ReleaseResponse,
+  ReserveRequestSchema,
+  ReserveResponse,
 } from '../gen/inventory/v1/inventory_pb.js';
 import { ShardstockCallError, PlaintextTokenError } from './call-error.js';
 import { createInventoryClient, type CallOptions as AttemptOptions } from './grpc-client.js';
@@ -123,6 +131,12 @@ export interface ShardstockClient {
   /** Admin: one page of a coupon's ledger; pass next_page_token back for the next. */
   listLedger(req: Req<typeof ListLedgerRequestSchema>, o?: CallOptions): Promise<ListLedgerResponse & Counted>;
   listAnomalies(req: Req<typeof ListAnomaliesRequestSchema>, o?: CallOptions): Promise<ListAnomaliesResponse & Counted>;
+  /** `requestId` is made when not given and returned; the hold id is in the answer. */
+  reserve(req: Req<typeof ReserveRequestSchema>, o?: CallOptions): Promise<ReserveResponse & Attempted>;
+  /** Confirm, Release and ExtendHold are idempotent: retried like Deduct. */
+  confirm(req: Req<typeof ConfirmRequestSchema>, o?: CallOptions): Promise<ConfirmResponse & Counted>;
+  release(req: Req<typeof ReleaseRequestSchema>, o?: CallOptions): Promise<ReleaseResponse & Counted>;
+  extendHold(req: Req<typeof ExtendHoldRequestSchema>, o?: CallOptions): Promise<ExtendHoldResponse & Counted>;
   /** The current level, then every change. A stream broken by a transport failure is opened again (its
    * first message is the level at that moment, so nothing is missed for a level view); `deadlineMs` is
    * ignored unless given per call. Stop by leaving the loop or aborting the signal. */
@@ -297,6 +311,16 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
     getDeduction: (req, o) => unary('GetDeduction', false, undefined, (a) => raw.getDeduction(req, a), o),
     listLedger: (req, o) => unary('ListLedger', false, undefined, (a) => raw.listLedger(req, a), o),
     listAnomalies: (req, o) => unary('ListAnomalies', false, undefined, (a) => raw.listAnomalies(req, a), o),
+    reserve(req, o) {
+      const requestId = req.requestId || randomUUID();
+      return withId(
+        requestId,
+        unary('Reserve', true, requestId, (a) => raw.reserve({ ...req, requestId }, a), o),
+      );
+    },
+    confirm: (req, o) => unary('Confirm', true, undefined, (a) => raw.confirm(req, a), o),
+    release: (req, o) => unary('Release', true, undefined, (a) => raw.release(req, a), o),
+    extendHold: (req, o) => unary('ExtendHold', true, undefined, (a) => raw.extendHold(req, a), o),
     watchStock(req, o) {
       const signal = o?.signal;
       const metadata = headers(undefined, o?.metadata);

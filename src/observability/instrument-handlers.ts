@@ -3,7 +3,19 @@
 // client sent one, the message's request_id and coupon_id) — never the user id or anything secret.
 // Both transports get their own wrapper over the same handlers, so instrumentation lives in one place.
 import { randomBytes } from 'node:crypto';
-import { CompensateOutcomeSchema, DeductOutcomeSchema, InventoryService } from '../gen/inventory/v1/inventory_pb.js';
+import {
+  CompensateOutcomeSchema,
+  ConfirmOutcomeSchema,
+  DeductOutcomeSchema,
+  ExtendOutcomeSchema,
+  InventoryService,
+  OrderOutcomeSchema,
+  ReleaseOutcomeSchema,
+  ReserveOutcomeSchema,
+  type ConfirmRequest,
+  type ExtendHoldRequest,
+  type ReleaseRequest,
+} from '../gen/inventory/v1/inventory_pb.js';
 import { enumValueName } from '../protocol/enum-names.js';
 import type { CallContext, InventoryHandlers } from '../transport/handlers.js';
 import { GrpcCode, toStatus } from '../transport/status.js';
@@ -133,6 +145,39 @@ export function instrumentHandlers(h: InventoryHandlers, o: InstrumentOptions): 
     listAnomalies: unary(M.listAnomalies.name, (req, ctx) => h.listAnomalies(req, ctx)),
     pauseSale: unary(M.pauseSale.name, (req, ctx) => h.pauseSale(req, ctx), changedOrNot),
     resumeSale: unary(M.resumeSale.name, (req, ctx) => h.resumeSale(req, ctx), changedOrNot),
+    reserve: unary(
+      M.reserve.name,
+      (req, ctx) => h.reserve(req, ctx),
+      (r) => (r.replayed ? 'replayed' : (enumValueName(ReserveOutcomeSchema, r.outcome) ?? 'unknown')),
+    ),
+    // The hold id carries the coupon and request ids; logged as sent.
+    confirm: unary(
+      M.confirm.name,
+      (req: ConfirmRequest & Ids, ctx) => h.confirm(req, ctx),
+      (r) => (r.replayed ? 'replayed' : (enumValueName(ConfirmOutcomeSchema, r.outcome) ?? 'unknown')),
+    ),
+    // The hold id carries the coupon and request ids; logged as sent.
+    release: unary(
+      M.release.name,
+      (req: ReleaseRequest & Ids, ctx) => h.release(req, ctx),
+      (r) => enumValueName(ReleaseOutcomeSchema, r.outcome) ?? 'unknown',
+    ),
+    // The hold id carries the coupon and request ids; logged as sent.
+    extendHold: unary(
+      M.extendHold.name,
+      (req: ExtendHoldRequest & Ids, ctx) => h.extendHold(req, ctx),
+      (r) => enumValueName(ExtendOutcomeSchema, r.outcome) ?? 'unknown',
+    ),
+    reserveOrder: unary(
+      M.reserveOrder.name,
+      (req, ctx) => h.reserveOrder(req, ctx),
+      (r) => (r.replayed ? 'replayed' : (enumValueName(OrderOutcomeSchema, r.outcome) ?? 'unknown')),
+    ),
+    deductOrder: unary(
+      M.deductOrder.name,
+      (req, ctx) => h.deductOrder(req, ctx),
+      (r) => (r.replayed ? 'replayed' : (enumValueName(OrderOutcomeSchema, r.outcome) ?? 'unknown')),
+    ),
 
     async *watchStock(req, ctx) {
       const method = M.watchStock.name;

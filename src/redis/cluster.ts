@@ -1,5 +1,6 @@
 // The ioredis Cluster client, with every Lua script under lua/ registered through defineCommand: EVALSHA with
 // the NOSCRIPT fallback (scripts are cached per node, and a promoted replica has none) is the client's job.
+// The typed callers of those scripts are in scripts.ts.
 import { readdirSync, readFileSync } from 'node:fs';
 import { Cluster } from 'ioredis';
 
@@ -62,13 +63,4 @@ export function connectCluster(options: RedisClusterOptions): Cluster {
   });
   for (const [name, def] of luaScripts()) cluster.defineCommand(name, def);
   return cluster;
-}
-
-type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
-
-/** The registered script functions, looked up once; typed callers live in stock-store.ts. */
-export function scriptFn(cluster: Cluster, name: string): ScriptFn {
-  const fn = (cluster as unknown as Record<string, ScriptFn | undefined>)[name];
-  if (typeof fn !== 'function') throw new Error(`Lua script ${name} is not registered`);
-  return fn.bind(cluster);
 }

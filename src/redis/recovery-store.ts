@@ -1,13 +1,12 @@
-// The Redis side of a coupon recovery: pause, adjust, rebuild and resume shards (lua/shard-*.lua), and write
-// back the request records, user counts and claims a lost shard took with it.
+// The Redis side of a coupon recovery: pause, adjust, rebuild and resume shards (lua/shard-*.lua, called
+// through scripts.ts), and write back the request records, user counts and claims a lost shard took with it.
 import type { Cluster } from 'ioredis';
 import type { ShardRef } from '../domain/ports.js';
-import type { LiveShard } from '../recovery/recovery-plan.js';
-import { scriptFn } from './cluster.js';
-import { RELAY_GROUP, shardKeys } from './keys.js';
+import { shardKeys } from './keys.js';
 import type { ReplicaAck } from './replica-ack.js';
+import { type PauseResult, Scripts } from './scripts.js';
 
-export type PauseResult = { kind: 'paused'; shard: LiveShard } | { kind: 'missing' } | { kind: 'busy'; waitMs: number } | { kind: 'lost' };
+export type { PauseResult } from './scripts.js';
 
 export interface RestoredRecord {
   requestId: string;
@@ -23,57 +22,37 @@ export class PauseLost extends Error {
 }
 
 export class RedisRecoveryStore {
-  private readonly pauseScript;
-  private readonly resumeScript;
-  private readonly adjustScript;
-  private readonly rebuildScript;
-  private readonly recordScript;
+  private readonly scripts: Scripts;
 
   constructor(
     private readonly redis: Cluster,
     private readonly namespace: string,
     private readonly replicaAck?: ReplicaAck,
   ) {
-    this.pauseScript = scriptFn(redis, 'shardPause');
-    this.resumeScript = scriptFn(redis, 'shardResume');
-    this.adjustScript = scriptFn(redis, 'shardAdjust');
-    this.rebuildScript = scriptFn(redis, 'shardRebuild');
-    this.recordScript = scriptFn(redis, 'recordRestore');
+    this.scripts = new Scripts(redis, namespace);
   }
 
-  async pause(shard: ShardRef, token: string, holdMs: number, mode: 'new' | 'extend'): Promise<PauseResult> {
-    const r = (await this.pauseScript(shardKeys(this.namespace, shard.tag).shard, token, holdMs, mode)) as number[];
-    const code = Number(r[0]);
-    if (code === 1) {
-      return { kind: 'paused', shard: { index: shard.index, available: Number(r[1]), inTransit: Number(r[2]), net: Number(r[3]) } };
-    }
-    if (code === 0) return { kind: 'missing' };
-    if (code === -5) return { kind: 'busy', waitMs: Number(r[1]) };
-    return { kind: 'lost' };
+  pause(shard: ShardRef, token: string, holdMs: number, mode: 'new' | 'extend'): Promise<PauseResult> {
+    return this.scripts.shardPause(shard, token, holdMs, mode);
   }
 
-  async resume(shard: ShardRef, token: string): Promise<boolean> {
-    return Number(await this.resumeScript(shardKeys(this.namespace, shard.tag).shard, token)) === 1;
+  resume(shard: ShardRef, token: string): Promise<boolean> {
+    return this.scripts.shardResume(shard, token);
   }
 
   /** Credits (restock shares) first, then delta; returns the shard's available after it and the delta applied. */
   async adjust(shard: ShardRef, token: string, delta: number, credits: { id: string; quantity: number }[]) {
-    const k = shardKeys(this.namespace, shard.tag);
-    const args: (string | number)[] = [k.shard, k.credits, token, delta, Date.now()];
-    for (const c of credits) args.push(c.id, c.quantity);
-    const r = (await this.adjustScript(...args)) as number[];
-    if (Number(r[0]) !== 1) throw new PauseLost(`the pause on shard ${shard.index} of coupon ${shard.couponId} lapsed`);
-    await this.replicated(k.shard);
-    return { available: Number(r[1]), applied: Number(r[2]) };
+    const r = await this.scripts.shardAdjust(shard, token, delta, credits);
+    if (r === null) throw new PauseLost(`the pause on shard ${shard.index} of coupon ${shard.couponId} lapsed`);
+    await this.replicated(this.scripts.keys(shard).shard);
+    return r;
   }
 
   async rebuild(shard: ShardRef, token: string, holdMs: number, available: number, net: number, creditIds: string[]): Promise<void> {
-    const k = shardKeys(this.namespace, shard.tag);
-    const r = Number(
-      await this.rebuildScript(k.shard, k.outbox, k.credits, token, holdMs, available, net, RELAY_GROUP, Date.now(), ...creditIds),
-    );
-    if (r === 0) throw new PauseLost(`shard ${shard.index} of coupon ${shard.couponId} reappeared during its rebuild`);
-    await this.replicated(k.shard);
+    if (!(await this.scripts.shardRebuild(shard, token, holdMs, available, net, creditIds))) {
+      throw new PauseLost(`shard ${shard.index} of coupon ${shard.couponId} reappeared during its rebuild`);
+    }
+    await this.replicated(this.scripts.keys(shard).shard);
   }
 
   /** Records never overwrite an existing one; returns how many were written. */
@@ -83,16 +62,7 @@ export class RedisRecoveryStore {
     let written = 0;
     await inChunks(records, async (rec) => {
       const ttl = Math.max(1, Math.floor(windowS - (now - rec.occurredAt) / 1000));
-      const r = await this.recordScript(
-        k.request(rec.requestId),
-        rec.userId,
-        rec.quantity,
-        shard.index,
-        rec.occurredAt,
-        rec.compensated ? 1 : 0,
-        ttl,
-      );
-      if (Number(r) === 1) written++;
+      if (await this.scripts.recordRestore(shard, { ...rec, ttlS: ttl })) written++;
     });
     if (records.length > 0) await this.replicated(k.shard);
     return written;

@@ -1,4 +1,5 @@
-// StockStore on Redis Cluster: one typed caller per Lua script, turning its return codes into typed results.
+// StockStore on Redis Cluster over the Lua callers in scripts.ts: adds what the domain asks around a script
+// call — the failover fence before a write, the replica ack after it, the vouching write for a replay.
 import type { Cluster } from 'ioredis';
 import type {
   CompensateScriptResult,
@@ -10,9 +11,9 @@ import type {
   ShardRef,
   StockStore,
 } from '../domain/ports.js';
-import { scriptFn } from './cluster.js';
-import { RELAY_GROUP, shardKeys, type ShardKeys } from './keys.js';
+import type { ShardKeys } from './keys.js';
 import type { ReplicaAck } from './replica-ack.js';
+import { Scripts } from './scripts.js';
 import { parseShardLevel, SHARD_LEVEL_FIELDS } from './shard-level.js';
 
 /** Applied credit ids are kept this long: far longer than any move or restock stays unfinished. */
@@ -21,8 +22,6 @@ const CREDIT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 /** A limited coupon's request claim lives this long until its deduction is made (then: the idempotency window).
  * Far longer than a call lasts, and short enough that a flood of refused request ids cannot fill Redis. */
 export const CLAIM_HOLD_S = 60;
-
-type Reply = (string | number | null)[];
 
 export interface RedisStockStoreOptions {
   namespace: string;
@@ -34,129 +33,46 @@ export interface RedisStockStoreOptions {
 }
 
 export class RedisStockStore implements StockStore {
-  private readonly keyCache = new Map<string, ShardKeys>();
-  private readonly shardInit;
-  private readonly deductScript;
-  private readonly compensateScript;
-  private readonly moveOutScript;
-  private readonly moveAckScript;
-  private readonly creditScript;
-  private readonly claimScript;
-  private readonly claimReadScript;
+  private readonly scripts: Scripts;
 
   constructor(
     private readonly redis: Cluster,
     private readonly options: RedisStockStoreOptions,
   ) {
-    this.shardInit = scriptFn(redis, 'shardInit');
-    this.deductScript = scriptFn(redis, 'deduct');
-    this.compensateScript = scriptFn(redis, 'compensate');
-    this.moveOutScript = scriptFn(redis, 'moveOut');
-    this.moveAckScript = scriptFn(redis, 'moveAck');
-    this.creditScript = scriptFn(redis, 'credit');
-    this.claimScript = scriptFn(redis, 'claim');
-    this.claimReadScript = scriptFn(redis, 'claimRead');
+    this.scripts = new Scripts(redis, options.namespace);
   }
 
   keys(shard: ShardRef): ShardKeys {
-    let k = this.keyCache.get(shard.tag);
-    if (!k) {
-      k = shardKeys(this.options.namespace, shard.tag);
-      if (this.keyCache.size > 100_000) this.keyCache.clear();
-      this.keyCache.set(shard.tag, k);
-    }
-    return k;
+    return this.scripts.keys(shard);
   }
 
-  async initShard(shard: ShardRef, available: number, net = 0): Promise<boolean> {
-    const k = this.keys(shard);
-    return (await this.shardInit(k.shard, k.outbox, available, RELAY_GROUP, net)) === 1;
+  initShard(shard: ShardRef, available: number, net = 0): Promise<boolean> {
+    return this.scripts.shardInit(shard, available, net);
   }
 
   async deduct(shard: ShardRef, input: DeductScriptInput, credits: Credit[], creditEpoch = ''): Promise<DeductScriptResult> {
     const k = this.keys(shard);
-    const args: (string | number)[] = [
-      k.shard,
-      k.request(input.requestId),
-      k.user(input.userId || '-'),
-      k.outbox,
-      k.credits,
-      input.requestId,
-      input.userId,
-      input.quantity,
-      input.perUserLimit,
-      this.options.idempotencyWindowS,
-      shard.index,
-      shard.couponId,
-      Date.now(),
-      CREDIT_RETENTION_MS,
-      creditEpoch,
-    ];
-    for (const c of credits) args.push(c.id, c.quantity);
     const owner = this.beforeWrite(k.shard);
-    const r = (await this.deductScript(...args)) as Reply;
-    const code = Number(r[0]);
-    if (code === 1) {
-      await this.replicated(k.shard, owner);
-      return { kind: 'deducted', remaining: Number(r[1]) };
-    }
-    if (code === 2) {
-      // The original write may not have reached a replica when it was answered (e.g. the WAIT timed out).
-      await this.vouch(k, owner);
-      return { kind: 'replay', remaining: Number(r[1]), compensated: Number(r[2]) === 1 };
-    }
-    if (credits.length > 0) await this.replicated(k.shard, owner);
-    if (code === -1) return { kind: 'short', available: Number(r[1]), epoch: String(r[2] ?? '') };
-    if (code === -2) return { kind: 'user_limit', held: Number(r[1]) };
-    if (code === -3) return { kind: 'conflict', field: r[1] === 'user_id' ? 'user_id' : 'quantity', recorded: String(r[2] ?? '') };
-    if (code === -4) return { kind: 'missing' };
-    if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
-    if (code === -7) return { kind: 'stale_credits' };
-    throw new Error(`deduct-5.lua returned unknown code ${code}`);
+    const r = await this.scripts.deduct(shard, input, this.options.idempotencyWindowS, credits, creditEpoch, CREDIT_RETENTION_MS);
+    if (r.kind === 'deducted') await this.replicated(k.shard, owner);
+    // The original write may not have reached a replica when it was answered (e.g. the WAIT timed out).
+    else if (r.kind === 'replay') await this.vouch(k, owner);
+    else if (credits.length > 0) await this.replicated(k.shard, owner);
+    return r;
   }
 
   async compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult> {
     const k = this.keys(shard);
     const owner = this.beforeWrite(k.shard);
-    const r = (await this.compensateScript(
-      k.shard,
-      k.request(requestId),
-      k.user(limitedUserId ?? '-'),
-      k.outbox,
-      requestId,
-      reason,
-      shard.couponId,
-      shard.index,
-      Date.now(),
-      limitedUserId === undefined ? 0 : 1,
-    )) as Reply;
-    const code = Number(r[0]);
-    if (code === 1) {
-      await this.replicated(k.shard, owner);
-      return { kind: 'compensated', remaining: Number(r[1]), quantity: Number(r[2]) };
-    }
-    if (code === 2) {
-      await this.vouch(k, owner);
-      return { kind: 'already', remaining: Number(r[1]) };
-    }
-    if (code === 3) return { kind: 'not_deducted' };
-    if (code === -4) return { kind: 'missing' };
-    if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
-    throw new Error(`compensate-4.lua returned unknown code ${code}`);
+    const r = await this.scripts.compensate(shard, requestId, reason, limitedUserId);
+    if (r.kind === 'compensated') await this.replicated(k.shard, owner);
+    else if (r.kind === 'already') await this.vouch(k, owner);
+    return r;
   }
 
   async claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null | 'missing'> {
-    const k = this.keys(shard);
-    this.options.fence?.assertOpen(k.claim(requestId));
-    const r = (await this.claimScript(
-      k.shard,
-      k.claim(requestId),
-      value,
-      Math.min(CLAIM_HOLD_S, this.options.idempotencyWindowS),
-    )) as Reply;
-    const code = Number(r[0]);
-    if (code === -4) return 'missing';
-    return code === 1 ? String(r[1]) : null;
+    this.options.fence?.assertOpen(this.keys(shard).claim(requestId));
+    return this.scripts.claim(shard, requestId, value, Math.min(CLAIM_HOLD_S, this.options.idempotencyWindowS));
   }
 
   async keepClaim(shard: ShardRef, requestId: string, value: string): Promise<void> {
@@ -167,12 +83,8 @@ export class RedisStockStore implements StockStore {
     if (held === null) await this.redis.set(key, value, 'EX', this.options.idempotencyWindowS, 'NX');
   }
 
-  async readClaim(shard: ShardRef, requestId: string): Promise<string | null | 'missing'> {
-    const k = this.keys(shard);
-    const r = (await this.claimReadScript(k.shard, k.claim(requestId))) as Reply;
-    const code = Number(r[0]);
-    if (code === -4) return 'missing';
-    return code === 1 ? String(r[1]) : null;
+  readClaim(shard: ShardRef, requestId: string): Promise<string | null | 'missing'> {
+    return this.scripts.claimRead(shard, requestId);
   }
 
   async readRequest(shard: ShardRef, requestId: string) {
@@ -197,28 +109,23 @@ export class RedisStockStore implements StockStore {
   async moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing' | 'paused'> {
     const k = this.keys(source);
     const owner = this.beforeWrite(k.shard);
-    const taken = Number(await this.moveOutScript(k.shard, k.moves, moveId, target, want, Date.now()));
-    if (taken === -4) return 'missing';
-    if (taken === -5) return 'paused';
+    const taken = await this.scripts.moveOut(source, moveId, target, want);
+    if (typeof taken !== 'number') return taken;
     // A move out of a shard is a write that must survive a failover as much as the deduction it feeds.
     if (taken > 0) await this.replicated(k.shard, owner);
     return taken;
   }
 
-  async ackMove(source: ShardRef, moveId: string): Promise<boolean> {
-    const k = this.keys(source);
-    return Number(await this.moveAckScript(k.shard, k.moves, moveId)) === 1;
+  ackMove(source: ShardRef, moveId: string): Promise<boolean> {
+    return this.scripts.moveAck(source, moveId);
   }
 
   async credit(shard: ShardRef, creditId: string, quantity: number): Promise<'applied' | 'already' | 'missing' | 'paused'> {
     const k = this.keys(shard);
     const owner = this.beforeWrite(k.shard);
-    const r = (await this.creditScript(k.shard, k.credits, creditId, quantity, Date.now(), CREDIT_RETENTION_MS)) as Reply;
-    const code = Number(r[0]);
-    if (code === -4) return 'missing';
-    if (code === -5) return 'paused';
-    await this.replicated(k.shard, owner);
-    return code === 1 ? 'applied' : 'already';
+    const r = await this.scripts.credit(shard, creditId, quantity, CREDIT_RETENTION_MS);
+    if (r === 'applied' || r === 'already') await this.replicated(k.shard, owner);
+    return r;
   }
 
   async pendingMoves(shard: ShardRef): Promise<PendingMove[]> {

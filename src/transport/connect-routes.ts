@@ -52,6 +52,12 @@ export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRou
     getDeduction: (req, ctx) => call(M.getDeduction.name, ctx, () => handlers.getDeduction(req, callContext(ctx))),
     listLedger: (req, ctx) => call(M.listLedger.name, ctx, () => handlers.listLedger(req, callContext(ctx))),
     listAnomalies: (req, ctx) => call(M.listAnomalies.name, ctx, () => handlers.listAnomalies(req, callContext(ctx))),
+    reserve: (req, ctx) => call(M.reserve.name, ctx, () => handlers.reserve(req, callContext(ctx))),
+    confirm: (req, ctx) => call(M.confirm.name, ctx, () => handlers.confirm(req, callContext(ctx))),
+    release: (req, ctx) => call(M.release.name, ctx, () => handlers.release(req, callContext(ctx))),
+    extendHold: (req, ctx) => call(M.extendHold.name, ctx, () => handlers.extendHold(req, callContext(ctx))),
+    reserveOrder: (req, ctx) => call(M.reserveOrder.name, ctx, () => handlers.reserveOrder(req, callContext(ctx))),
+    deductOrder: (req, ctx) => call(M.deductOrder.name, ctx, () => handlers.deductOrder(req, callContext(ctx))),
     async *watchStock(req, ctx) {
       let release: (() => void) | undefined;
       try {

@@ -46,7 +46,31 @@ import {
   type ListAnomaliesResponse,
   type ListLedgerRequest,
   type ListLedgerResponse,
+  ConfirmOutcome,
+  ConfirmResponseSchema,
+  ExtendHoldResponseSchema,
+  ExtendOutcome,
+  HoldSchema,
+  HoldState,
+  ReleaseOutcome,
+  ReleaseResponseSchema,
+  ReserveOutcome,
+  ReserveResponseSchema,
+  type ConfirmRequest,
+  type ConfirmResponse,
+  type DeductOrderRequest,
+  type DeductOrderResponse,
+  type ExtendHoldRequest,
+  type ExtendHoldResponse,
+  type Hold as HoldMsg,
+  type ReleaseRequest,
+  type ReleaseResponse,
+  type ReserveOrderRequest,
+  type ReserveOrderResponse,
+  type ReserveRequest,
+  type ReserveResponse,
 } from '../gen/inventory/v1/inventory_pb.js';
+import type * as H from '../domain/holds.js';
 import type { AuditService } from '../audit/audit-service.js';
 import { anomalyMessage, deductionMessage, ledgerEntryMessage, ledgerKinds } from './audit-messages.js';
 import { saleView, type CouponAdmin } from '../domain/admin.js';
@@ -79,6 +103,12 @@ export interface InventoryHandlers {
   getDeduction(req: GetDeductionRequest, ctx: CallContext): Promise<GetDeductionResponse>;
   listLedger(req: ListLedgerRequest, ctx: CallContext): Promise<ListLedgerResponse>;
   listAnomalies(req: ListAnomaliesRequest, ctx: CallContext): Promise<ListAnomaliesResponse>;
+  reserve(req: ReserveRequest, ctx: CallContext): Promise<ReserveResponse>;
+  confirm(req: ConfirmRequest, ctx: CallContext): Promise<ConfirmResponse>;
+  release(req: ReleaseRequest, ctx: CallContext): Promise<ReleaseResponse>;
+  extendHold(req: ExtendHoldRequest, ctx: CallContext): Promise<ExtendHoldResponse>;
+  reserveOrder(req: ReserveOrderRequest, ctx: CallContext): Promise<ReserveOrderResponse>;
+  deductOrder(req: DeductOrderRequest, ctx: CallContext): Promise<DeductOrderResponse>;
 }
 
 export interface HandlerDeps {
@@ -89,6 +119,7 @@ export interface HandlerDeps {
   watch?: { watch(couponId: string, minIntervalMs: number, signal: AbortSignal): AsyncIterable<StockLevel> } | undefined;
   sale?: SaleControl | undefined;
   audit?: AuditService | undefined;
+  holds?: H.Holds | undefined;
 }
 
 const DEDUCT_OUTCOMES: Record<DomainDeductOutcome, DeductOutcome> = {
@@ -106,6 +137,64 @@ const COMPENSATE_OUTCOMES: Record<DomainCompensateOutcome, CompensateOutcome> = 
   already_compensated: CompensateOutcome.ALREADY_COMPENSATED,
   not_deducted: CompensateOutcome.NOT_DEDUCTED,
 };
+
+const RESERVE_OUTCOMES: Record<H.ReserveOutcome, ReserveOutcome> = {
+  held: ReserveOutcome.HELD,
+  sold_out: ReserveOutcome.SOLD_OUT,
+  insufficient: ReserveOutcome.INSUFFICIENT,
+  user_limit_exceeded: ReserveOutcome.USER_LIMIT_EXCEEDED,
+  not_started: ReserveOutcome.NOT_STARTED,
+  ended: ReserveOutcome.ENDED,
+  sale_paused: ReserveOutcome.SALE_PAUSED,
+};
+
+const HOLD_STATES: Record<H.HoldState, HoldState> = {
+  held: HoldState.HELD,
+  confirmed: HoldState.CONFIRMED,
+  released: HoldState.RELEASED,
+  expired: HoldState.EXPIRED,
+};
+
+const CONFIRM_OUTCOMES: Record<H.ConfirmOutcome, ConfirmOutcome> = {
+  confirmed: ConfirmOutcome.CONFIRMED,
+  expired: ConfirmOutcome.EXPIRED,
+  released: ConfirmOutcome.RELEASED,
+  not_found: ConfirmOutcome.NOT_FOUND,
+};
+
+const RELEASE_OUTCOMES: Record<H.ReleaseOutcome, ReleaseOutcome> = {
+  released: ReleaseOutcome.RELEASED,
+  already_released: ReleaseOutcome.ALREADY_RELEASED,
+  expired: ReleaseOutcome.EXPIRED,
+  confirmed: ReleaseOutcome.CONFIRMED,
+  not_found: ReleaseOutcome.NOT_FOUND,
+};
+
+const EXTEND_OUTCOMES: Record<H.ExtendOutcome, ExtendOutcome> = {
+  extended: ExtendOutcome.EXTENDED,
+  expired: ExtendOutcome.EXPIRED,
+  released: ExtendOutcome.RELEASED,
+  confirmed: ExtendOutcome.CONFIRMED,
+  not_found: ExtendOutcome.NOT_FOUND,
+};
+
+export function holdMessage(h: H.Hold | undefined): HoldMsg | undefined {
+  if (!h) return undefined;
+  return create(HoldSchema, {
+    holdId: h.holdId,
+    couponId: h.couponId,
+    requestId: h.requestId,
+    userId: h.userId,
+    quantity: BigInt(h.quantity),
+    confirmed: BigInt(h.confirmed),
+    shard: h.shard,
+    expiresAt: timestampFromDate(new Date(h.expiresAtMs)),
+    state: HOLD_STATES[h.state],
+  });
+}
+
+/** The order variants of Confirm / Release / ExtendHold / Compensate are served by the orders use case. */
+const noOrders = () => new DomainError('unimplemented', 'orders are not served by this instance yet');
 
 export function levelMessage(l: StockLevel): StockLevelMsg {
   return create(StockLevelSchema, {
@@ -131,6 +220,10 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
   const audit = () => {
     if (!d.audit) throw new DomainError('unimplemented', 'the audit API is not served by this instance');
     return d.audit;
+  };
+  const holds = () => {
+    if (!d.holds) throw new DomainError('unimplemented', 'holds are not served by this instance');
+    return d.holds;
   };
   const saleNow = (s: SaleSettings) => saleMessage(saleView(s, d.admin.now()));
   return {
@@ -181,6 +274,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async compensate(req, ctx) {
+      if (req.orderId !== '') throw noOrders();
       const r = await d.compensate.compensate({ couponId: req.couponId, requestId: req.requestId, reason: req.reason }, ctx.signal);
       return create(CompensateResponseSchema, { outcome: COMPENSATE_OUTCOMES[r.outcome], remaining: BigInt(r.remaining) });
     },
@@ -212,6 +306,55 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     async listAnomalies(req) {
       const r = await audit().anomalies(req);
       return create(ListAnomaliesResponseSchema, { anomalies: r.anomalies.map(anomalyMessage), nextPageToken: r.nextPageToken });
+    },
+
+    async reserve(req, ctx) {
+      const r = await holds().reserve(
+        { couponId: req.couponId, requestId: req.requestId, userId: req.userId, quantity: req.quantity, ttlMs: req.ttlMs },
+        ctx.signal,
+      );
+      return create(ReserveResponseSchema, {
+        outcome: RESERVE_OUTCOMES[r.outcome],
+        replayed: r.replayed,
+        hold: holdMessage(r.hold),
+        remaining: BigInt(r.remaining),
+        shard: r.shard,
+      });
+    },
+
+    async confirm(req, ctx) {
+      if (req.target.case !== 'holdId') throw noOrders();
+      const r = await holds().confirm(req.target.value, req.quantity, ctx.signal);
+      return create(ConfirmResponseSchema, {
+        outcome: CONFIRM_OUTCOMES[r.outcome],
+        replayed: r.replayed,
+        hold: holdMessage(r.hold),
+        released: BigInt(r.released),
+      });
+    },
+
+    async release(req, ctx) {
+      if (req.target.case !== 'holdId') throw noOrders();
+      const r = await holds().release(req.target.value, req.reason, ctx.signal);
+      return create(ReleaseResponseSchema, {
+        outcome: RELEASE_OUTCOMES[r.outcome],
+        hold: holdMessage(r.hold),
+        released: BigInt(r.released),
+      });
+    },
+
+    async extendHold(req, ctx) {
+      if (req.target.case !== 'holdId') throw noOrders();
+      const r = await holds().extend(req.target.value, req.ttlMs, ctx.signal);
+      return create(ExtendHoldResponseSchema, { outcome: EXTEND_OUTCOMES[r.outcome], hold: holdMessage(r.hold) });
+    },
+
+    async reserveOrder() {
+      throw noOrders();
+    },
+
+    async deductOrder() {
+      throw noOrders();
     },
 
     async *watchStock(req, ctx) {

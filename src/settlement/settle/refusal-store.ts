@@ -1,10 +1,9 @@
-// Marks, in Redis, a deduction that MySQL refused (lua/refuse-mark-1.lua): its units stay sold — never
+// Marks, in Redis, a deduction that MySQL refused (lua/refuse-mark-1.lua, through redis/scripts.ts): its units stay sold — never
 // back on sale, since the record never had them — and a later Compensate closes it without returning them.
 import type { Cluster } from 'ioredis';
 import type { ShardRef } from '../../domain/ports.js';
-import { scriptFn } from '../../redis/cluster.js';
-import { shardKeys } from '../../redis/keys.js';
 import type { ReplicaAck } from '../../redis/replica-ack.js';
+import { Scripts } from '../../redis/scripts.js';
 
 export interface RefusalStore {
   /** false: the request record is gone (expired or lost); nothing to mark. */
@@ -12,21 +11,20 @@ export interface RefusalStore {
 }
 
 export class RedisRefusalStore implements RefusalStore {
-  private readonly script;
+  private readonly scripts: Scripts;
 
   constructor(
     redis: Cluster,
-    private readonly namespace: string,
+    namespace: string,
     private readonly replicaAck?: ReplicaAck,
   ) {
-    this.script = scriptFn(redis, 'refuseMark');
+    this.scripts = new Scripts(redis, namespace);
   }
 
   async markRefused(shard: ShardRef, requestId: string): Promise<boolean> {
-    const key = shardKeys(this.namespace, shard.tag).request(requestId);
-    const marked = Number(await this.script(key)) === 1;
+    const marked = await this.scripts.refuseMark(shard, requestId);
     // Acknowledged in MySQL as handled once this returns: the mark must survive a failover like a Deduct.
-    if (marked && this.replicaAck) await this.replicaAck.afterWrite(key);
+    if (marked && this.replicaAck) await this.replicaAck.afterWrite(this.scripts.keys(shard).shard);
     return marked;
   }
 }

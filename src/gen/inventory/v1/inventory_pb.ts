@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file inventory/v1/inventory.proto.
  */
 export const file_inventory_v1_inventory: GenFile = /*@__PURE__*/
-  fileDesc("ChxpbnZlbnRvcnkvdjEvaW52ZW50b3J5LnByb3RvEgxpbnZlbnRvcnkudjEioQEKCVNhbGVTdGF0ZRItCglzdGFydHNfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKB2VuZHNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBhdXNlZBgDIAEoCBIoCgZzdGF0dXMYBCABKA4yGC5pbnZlbnRvcnkudjEuU2FsZVN0YXR1cyK0AQoGQ291cG9uEhEKCWNvdXBvbl9pZBgBIAEoCRITCgt0b3RhbF9zdG9jaxgCIAEoAxITCgtzaGFyZF9jb3VudBgDIAEoBRIWCg5wZXJfdXNlcl9saW1pdBgEIAEoBRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgRzYWxlGAYgASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZSLGAQoTQ3JlYXRlQ291cG9uUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEwoLdG90YWxfc3RvY2sYAiABKAMSEwoLc2hhcmRfY291bnQYAyABKAUSFgoOcGVyX3VzZXJfbGltaXQYBCABKAUSLQoJc3RhcnRzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgdlbmRzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJNChRDcmVhdGVDb3Vwb25SZXNwb25zZRIkCgZjb3Vwb24YASABKAsyFC5pbnZlbnRvcnkudjEuQ291cG9uEg8KB2NyZWF0ZWQYAiABKAgiPAoPR2V0U3RvY2tSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIWCg5pbmNsdWRlX3NoYXJkcxgCIAEoCCJCCgpTaGFyZExldmVsEg0KBWluZGV4GAEgASgFEhEKCWF2YWlsYWJsZRgCIAEoAxISCgppbl90cmFuc2l0GAMgASgDIqQCCgpTdG9ja0xldmVsEhEKCWNvdXBvbl9pZBgBIAEoCRITCgt0b3RhbF9zdG9jaxgCIAEoAxIRCglhdmFpbGFibGUYAyABKAMSEAoIZGVkdWN0ZWQYBCABKAMSGQoRc2V0dGxlZF9yZW1haW5pbmcYBSABKAMSGgoScGVuZGluZ19zZXR0bGVtZW50GAYgASgDEhAKCHNvbGRfb3V0GAcgASgIEigKBnNoYXJkcxgIIAMoCzIYLmludmVudG9yeS52MS5TaGFyZExldmVsEi8KC29ic2VydmVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgRzYWxlGAogASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZSI7ChBHZXRTdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwiSQoOUmVzdG9ja1JlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhAKCHF1YW50aXR5GAIgASgDEhIKCnJlcXVlc3RfaWQYAyABKAkiTAoPUmVzdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwSEAoIcmVwbGF5ZWQYAiABKAgicAoNRGVkdWN0UmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIPCgd1c2VyX2lkGAMgASgJEhAKCHF1YW50aXR5GAQgASgDEhUKDWFsbG93X3BhcnRpYWwYBSABKAgimAEKDkRlZHVjdFJlc3BvbnNlEiwKB291dGNvbWUYASABKA4yGy5pbnZlbnRvcnkudjEuRGVkdWN0T3V0Y29tZRIQCghyZXBsYXllZBgCIAEoCBIRCglyZW1haW5pbmcYAyABKAMSDQoFc2hhcmQYBCABKAUSEwoLY29tcGVuc2F0ZWQYBSABKAgSDwoHZ3JhbnRlZBgGIAEoAyJKChFDb21wZW5zYXRlUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkiWQoSQ29tcGVuc2F0ZVJlc3BvbnNlEjAKB291dGNvbWUYASABKA4yHy5pbnZlbnRvcnkudjEuQ29tcGVuc2F0ZU91dGNvbWUSEQoJcmVtYWluaW5nGAIgASgDIj8KEVdhdGNoU3RvY2tSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIXCg9taW5faW50ZXJ2YWxfbXMYAiABKAUiPQoSV2F0Y2hTdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwiNQoQUmVjb25jaWxlUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSDgoGcmVwYWlyGAIgASgIIugDChFSZWNvbmNpbGVSZXNwb25zZRIRCgljb3Vwb25faWQYASABKAkSEwoLdG90YWxfc3RvY2sYAiABKAMSFwoPbGVkZ2VyX2RlZHVjdGVkGAMgASgDEhoKEmxlZGdlcl9jb21wZW5zYXRlZBgEIAEoAxIYChBsZWRnZXJfcmVzdG9ja2VkGAUgASgDEhkKEXNldHRsZWRfcmVtYWluaW5nGAYgASgDEhcKD3JlZGlzX2F2YWlsYWJsZRgHIAEoAxIaChJyZWRpc19uZXRfZGVkdWN0ZWQYCCABKAMSFQoNaW5fZmxpZ2h0X25ldBgJIAEoAxIVCg1vdXRib3hfZXZlbnRzGAogASgDEhkKEWpldHN0cmVhbV9wZW5kaW5nGAsgASgDEhUKDWFub21hbHlfdW5pdHMYDCABKAMSEQoJYW5vbWFsaWVzGA0gASgDEhQKDGxlZGdlcl9kcmlmdBgOIAEoAxITCgtyZWRpc19kcmlmdBgPIAEoAxISCgpjb25zaXN0ZW50GBAgASgIEi4KCmNoZWNrZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEioKBnJlcGFpchgSIAEoCzIaLmludmVudG9yeS52MS5SZXBhaXJSZXBvcnQipwEKDFJlcGFpclJlcG9ydBIWCg5yZWJ1aWx0X3NoYXJkcxgBIAMoBRIUCgxsb2FkZWRfdW5pdHMYAiABKAMSFQoNbG93ZXJlZF91bml0cxgDIAEoAxIWCg5yZXN0b3JlZF91bml0cxgEIAEoAxIYChByZXN0b3JlZF9yZWNvcmRzGAUgASgDEg0KBWJvdW5kGAYgASgDEhEKCXBhdXNlZF9tcxgHIAEoAyKVAQoUU2V0U2FsZVdpbmRvd1JlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEi0KCXN0YXJ0c19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoHZW5kc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAQgASgJIj4KFVNldFNhbGVXaW5kb3dSZXNwb25zZRIlCgRzYWxlGAEgASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZSI1ChBQYXVzZVNhbGVSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiSwoRUGF1c2VTYWxlUmVzcG9uc2USJQoEc2FsZRgBIAEoCzIXLmludmVudG9yeS52MS5TYWxlU3RhdGUSDwoHY2hhbmdlZBgCIAEoCCI2ChFSZXN1bWVTYWxlUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSDgoGcmVhc29uGAIgASgJIkwKElJlc3VtZVNhbGVSZXNwb25zZRIlCgRzYWxlGAEgASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZRIPCgdjaGFuZ2VkGAIgASgIIosCCgtMZWRnZXJFbnRyeRIKCgJpZBgBIAEoAxIRCgljb3Vwb25faWQYAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRImCgRraW5kGAQgASgOMhguaW52ZW50b3J5LnYxLkxlZGdlcktpbmQSEAoIcXVhbnRpdHkYBSABKAMSDwoHdXNlcl9pZBgGIAEoCRINCgVzaGFyZBgHIAEoBRIOCgZyZWFzb24YCCABKAkSLwoLb2NjdXJyZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnNldHRsZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIvkBCgdBbm9tYWx5EgoKAmlkGAEgASgDEhAKCGV2ZW50X2lkGAIgASgJEhEKCWNvdXBvbl9pZBgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEiYKBGtpbmQYBSABKA4yGC5pbnZlbnRvcnkudjEuTGVkZ2VyS2luZBIQCghxdWFudGl0eRgGIAEoAxINCgVzaGFyZBgHIAEoBRIOCgZyZWFzb24YCCABKAkSDgoGZGV0YWlsGAkgASgJEhAKCHJlZnVuZGVkGAogASgIEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjwKE0dldERlZHVjdGlvblJlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkiqwEKDVJlcXVlc3RSZWNvcmQSDQoFc2hhcmQYASABKAUSDwoHdXNlcl9pZBgCIAEoCRIQCghxdWFudGl0eRgDIAEoAxIRCglyZW1haW5pbmcYBCABKAMSEwoLY29tcGVuc2F0ZWQYBSABKAgSDwoHcmVmdXNlZBgGIAEoCBIvCgtkZWR1Y3RlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiiwEKDUluRmxpZ2h0RXZlbnQSJgoEa2luZBgBIAEoDjIYLmludmVudG9yeS52MS5MZWRnZXJLaW5kEhAKCHF1YW50aXR5GAIgASgDEg8KB3NlZW5faW4YAyADKAkSLwoLb2NjdXJyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItwCChRHZXREZWR1Y3Rpb25SZXNwb25zZRIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIrCgVzdGF0ZRgDIAEoDjIcLmludmVudG9yeS52MS5EZWR1Y3Rpb25TdGF0ZRIPCgdzZXR0bGVkGAQgASgIEioKBXJlZGlzGAUgASgLMhsuaW52ZW50b3J5LnYxLlJlcXVlc3RSZWNvcmQSLgoJaW5fZmxpZ2h0GAYgAygLMhsuaW52ZW50b3J5LnYxLkluRmxpZ2h0RXZlbnQSKQoGbGVkZ2VyGAcgAygLMhkuaW52ZW50b3J5LnYxLkxlZGdlckVudHJ5EigKCWFub21hbGllcxgIIAMoCzIVLmludmVudG9yeS52MS5Bbm9tYWx5Ei4KCmNoZWNrZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIt0BChFMaXN0TGVkZ2VyUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcGFnZV90b2tlbhgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSJwoFa2luZHMYBCADKA4yGC5pbnZlbnRvcnkudjEuTGVkZ2VyS2luZBIPCgd1c2VyX2lkGAUgASgJEikKBXNpbmNlGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV1bnRpbBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiWQoSTGlzdExlZGdlclJlc3BvbnNlEioKB2VudHJpZXMYASADKAsyGS5pbnZlbnRvcnkudjEuTGVkZ2VyRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlAKFExpc3RBbm9tYWxpZXNSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRISCgpwYWdlX3Rva2VuGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBSJaChVMaXN0QW5vbWFsaWVzUmVzcG9uc2USKAoJYW5vbWFsaWVzGAEgAygLMhUuaW52ZW50b3J5LnYxLkFub21hbHkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKosBCgpTYWxlU3RhdHVzEhsKF1NBTEVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFAoQU0FMRV9TVEFUVVNfT1BFThABEhsKF1NBTEVfU1RBVFVTX05PVF9TVEFSVEVEEAISFQoRU0FMRV9TVEFUVVNfRU5ERUQQAxIWChJTQUxFX1NUQVRVU19QQVVTRUQQBCqMAgoNRGVkdWN0T3V0Y29tZRIeChpERURVQ1RfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhsKF0RFRFVDVF9PVVRDT01FX0RFRFVDVEVEEAESGwoXREVEVUNUX09VVENPTUVfU09MRF9PVVQQAhIfChtERURVQ1RfT1VUQ09NRV9JTlNVRkZJQ0lFTlQQAxImCiJERURVQ1RfT1VUQ09NRV9VU0VSX0xJTUlUX0VYQ0VFREVEEAQSHgoaREVEVUNUX09VVENPTUVfTk9UX1NUQVJURUQQBRIYChRERURVQ1RfT1VUQ09NRV9FTkRFRBAGEh4KGkRFRFVDVF9PVVRDT01FX1NBTEVfUEFVU0VEEAcqrAEKEUNvbXBlbnNhdGVPdXRjb21lEiIKHkNPTVBFTlNBVEVfT1VUQ09NRV9VTlNQRUNJRklFRBAAEiIKHkNPTVBFTlNBVEVfT1VUQ09NRV9DT01QRU5TQVRFRBABEioKJkNPTVBFTlNBVEVfT1VUQ09NRV9BTFJFQURZX0NPTVBFTlNBVEVEEAISIwofQ09NUEVOU0FURV9PVVRDT01FX05PVF9ERURVQ1RFRBADKuQBCgpMZWRnZXJLaW5kEhsKF0xFREdFUl9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSTEVER0VSX0tJTkRfREVEVUNUEAESGgoWTEVER0VSX0tJTkRfQ09NUEVOU0FURRACEhcKE0xFREdFUl9LSU5EX1JFU1RPQ0sQAxIWChJMRURHRVJfS0lORF9SRVBBSVIQBBIbChdMRURHRVJfS0lORF9TQUxFX1dJTkRPVxAFEhoKFkxFREdFUl9LSU5EX1NBTEVfUEFVU0UQBhIbChdMRURHRVJfS0lORF9TQUxFX1JFU1VNRRAHKqcBCg5EZWR1Y3Rpb25TdGF0ZRIfChtERURVQ1RJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIYChRERURVQ1RJT05fU1RBVEVfTk9ORRABEhwKGERFRFVDVElPTl9TVEFURV9ERURVQ1RFRBACEh8KG0RFRFVDVElPTl9TVEFURV9DT01QRU5TQVRFRBADEhsKF0RFRFVDVElPTl9TVEFURV9SRUZVU0VEEAQywggKEEludmVudG9yeVNlcnZpY2USVQoMQ3JlYXRlQ291cG9uEiEuaW52ZW50b3J5LnYxLkNyZWF0ZUNvdXBvblJlcXVlc3QaIi5pbnZlbnRvcnkudjEuQ3JlYXRlQ291cG9uUmVzcG9uc2USTgoIR2V0U3RvY2sSHS5pbnZlbnRvcnkudjEuR2V0U3RvY2tSZXF1ZXN0Gh4uaW52ZW50b3J5LnYxLkdldFN0b2NrUmVzcG9uc2UiA5ACARJGCgdSZXN0b2NrEhwuaW52ZW50b3J5LnYxLlJlc3RvY2tSZXF1ZXN0Gh0uaW52ZW50b3J5LnYxLlJlc3RvY2tSZXNwb25zZRJDCgZEZWR1Y3QSGy5pbnZlbnRvcnkudjEuRGVkdWN0UmVxdWVzdBocLmludmVudG9yeS52MS5EZWR1Y3RSZXNwb25zZRJPCgpDb21wZW5zYXRlEh8uaW52ZW50b3J5LnYxLkNvbXBlbnNhdGVSZXF1ZXN0GiAuaW52ZW50b3J5LnYxLkNvbXBlbnNhdGVSZXNwb25zZRJRCgpXYXRjaFN0b2NrEh8uaW52ZW50b3J5LnYxLldhdGNoU3RvY2tSZXF1ZXN0GiAuaW52ZW50b3J5LnYxLldhdGNoU3RvY2tSZXNwb25zZTABEkwKCVJlY29uY2lsZRIeLmludmVudG9yeS52MS5SZWNvbmNpbGVSZXF1ZXN0Gh8uaW52ZW50b3J5LnYxLlJlY29uY2lsZVJlc3BvbnNlElgKDVNldFNhbGVXaW5kb3cSIi5pbnZlbnRvcnkudjEuU2V0U2FsZVdpbmRvd1JlcXVlc3QaIy5pbnZlbnRvcnkudjEuU2V0U2FsZVdpbmRvd1Jlc3BvbnNlEkwKCVBhdXNlU2FsZRIeLmludmVudG9yeS52MS5QYXVzZVNhbGVSZXF1ZXN0Gh8uaW52ZW50b3J5LnYxLlBhdXNlU2FsZVJlc3BvbnNlEk8KClJlc3VtZVNhbGUSHy5pbnZlbnRvcnkudjEuUmVzdW1lU2FsZVJlcXVlc3QaIC5pbnZlbnRvcnkudjEuUmVzdW1lU2FsZVJlc3BvbnNlEloKDEdldERlZHVjdGlvbhIhLmludmVudG9yeS52MS5HZXREZWR1Y3Rpb25SZXF1ZXN0GiIuaW52ZW50b3J5LnYxLkdldERlZHVjdGlvblJlc3BvbnNlIgOQAgESVAoKTGlzdExlZGdlchIfLmludmVudG9yeS52MS5MaXN0TGVkZ2VyUmVxdWVzdBogLmludmVudG9yeS52MS5MaXN0TGVkZ2VyUmVzcG9uc2UiA5ACARJdCg1MaXN0QW5vbWFsaWVzEiIuaW52ZW50b3J5LnYxLkxpc3RBbm9tYWxpZXNSZXF1ZXN0GiMuaW52ZW50b3J5LnYxLkxpc3RBbm9tYWxpZXNSZXNwb25zZSIDkAIBYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChxpbnZlbnRvcnkvdjEvaW52ZW50b3J5LnByb3RvEgxpbnZlbnRvcnkudjEioQEKCVNhbGVTdGF0ZRItCglzdGFydHNfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKB2VuZHNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBhdXNlZBgDIAEoCBIoCgZzdGF0dXMYBCABKA4yGC5pbnZlbnRvcnkudjEuU2FsZVN0YXR1cyK0AQoGQ291cG9uEhEKCWNvdXBvbl9pZBgBIAEoCRITCgt0b3RhbF9zdG9jaxgCIAEoAxITCgtzaGFyZF9jb3VudBgDIAEoBRIWCg5wZXJfdXNlcl9saW1pdBgEIAEoBRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgRzYWxlGAYgASgLMhcuaW52ZW50b3J5LnYxLlNhbGVTdGF0ZSLGAQoTQ3JlYXRlQ291cG9uUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEwoLdG90YWxfc3RvY2sYAiABKAMSEwoLc2hhcmRfY291bnQYAyABKAUSFgoOcGVyX3VzZXJfbGltaXQYBCABKAUSLQoJc3RhcnRzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgdlbmRzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJNChRDcmVhdGVDb3Vwb25SZXNwb25zZRIkCgZjb3Vwb24YASABKAsyFC5pbnZlbnRvcnkudjEuQ291cG9uEg8KB2NyZWF0ZWQYAiABKAgiPAoPR2V0U3RvY2tSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIWCg5pbmNsdWRlX3NoYXJkcxgCIAEoCCJQCgpTaGFyZExldmVsEg0KBWluZGV4GAEgASgFEhEKCWF2YWlsYWJsZRgCIAEoAxISCgppbl90cmFuc2l0GAMgASgDEgwKBGhlbGQYBCABKAMixgIKClN0b2NrTGV2ZWwSEQoJY291cG9uX2lkGAEgASgJEhMKC3RvdGFsX3N0b2NrGAIgASgDEhEKCWF2YWlsYWJsZRgDIAEoAxIQCghkZWR1Y3RlZBgEIAEoAxIZChFzZXR0bGVkX3JlbWFpbmluZxgFIAEoAxIaChJwZW5kaW5nX3NldHRsZW1lbnQYBiABKAMSEAoIc29sZF9vdXQYByABKAgSKAoGc2hhcmRzGAggAygLMhguaW52ZW50b3J5LnYxLlNoYXJkTGV2ZWwSLwoLb2JzZXJ2ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiUKBHNhbGUYCiABKAsyFy5pbnZlbnRvcnkudjEuU2FsZVN0YXRlEgwKBGhlbGQYCyABKAMSEgoKb3Blbl9ob2xkcxgMIAEoAyI7ChBHZXRTdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwiSQoOUmVzdG9ja1JlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhAKCHF1YW50aXR5GAIgASgDEhIKCnJlcXVlc3RfaWQYAyABKAkiTAoPUmVzdG9ja1Jlc3BvbnNlEicKBWxldmVsGAEgASgLMhguaW52ZW50b3J5LnYxLlN0b2NrTGV2ZWwSEAoIcmVwbGF5ZWQYAiABKAgicAoNRGVkdWN0UmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIPCgd1c2VyX2lkGAMgASgJEhAKCHF1YW50aXR5GAQgASgDEhUKDWFsbG93X3BhcnRpYWwYBSABKAgimAEKDkRlZHVjdFJlc3BvbnNlEiwKB291dGNvbWUYASABKA4yGy5pbnZlbnRvcnkudjEuRGVkdWN0T3V0Y29tZRIQCghyZXBsYXllZBgCIAEoCBIRCglyZW1haW5pbmcYAyABKAMSDQoFc2hhcmQYBCABKAUSEwoLY29tcGVuc2F0ZWQYBSABKAgSDwoHZ3JhbnRlZBgGIAEoAyJcChFDb21wZW5zYXRlUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkSEAoIb3JkZXJfaWQYBCABKAkihwEKEkNvbXBlbnNhdGVSZXNwb25zZRIwCgdvdXRjb21lGAEgASgOMh8uaW52ZW50b3J5LnYxLkNvbXBlbnNhdGVPdXRjb21lEhEKCXJlbWFpbmluZxgCIAEoAxIsCgVpdGVtcxgDIAMoCzIdLmludmVudG9yeS52MS5PcmRlckl0ZW1SZXN1bHQiPwoRV2F0Y2hTdG9ja1JlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhcKD21pbl9pbnRlcnZhbF9tcxgCIAEoBSI9ChJXYXRjaFN0b2NrUmVzcG9uc2USJwoFbGV2ZWwYASABKAsyGC5pbnZlbnRvcnkudjEuU3RvY2tMZXZlbCI1ChBSZWNvbmNpbGVSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRIOCgZyZXBhaXIYAiABKAgi/AMKEVJlY29uY2lsZVJlc3BvbnNlEhEKCWNvdXBvbl9pZBgBIAEoCRITCgt0b3RhbF9zdG9jaxgCIAEoAxIXCg9sZWRnZXJfZGVkdWN0ZWQYAyABKAMSGgoSbGVkZ2VyX2NvbXBlbnNhdGVkGAQgASgDEhgKEGxlZGdlcl9yZXN0b2NrZWQYBSABKAMSGQoRc2V0dGxlZF9yZW1haW5pbmcYBiABKAMSFwoPcmVkaXNfYXZhaWxhYmxlGAcgASgDEhoKEnJlZGlzX25ldF9kZWR1Y3RlZBgIIAEoAxIVCg1pbl9mbGlnaHRfbmV0GAkgASgDEhUKDW91dGJveF9ldmVudHMYCiABKAMSGQoRamV0c3RyZWFtX3BlbmRpbmcYCyABKAMSFQoNYW5vbWFseV91bml0cxgMIAEoAxIRCglhbm9tYWxpZXMYDSABKAMSFAoMbGVkZ2VyX2RyaWZ0GA4gASgDEhMKC3JlZGlzX2RyaWZ0GA8gASgDEhIKCmNvbnNpc3RlbnQYECABKAgSLgoKY2hlY2tlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoGcmVwYWlyGBIgASgLMhouaW52ZW50b3J5LnYxLlJlcGFpclJlcG9ydBISCgpyZWRpc19oZWxkGBMgASgDIqcBCgxSZXBhaXJSZXBvcnQSFgoOcmVidWlsdF9zaGFyZHMYASADKAUSFAoMbG9hZGVkX3VuaXRzGAIgASgDEhUKDWxvd2VyZWRfdW5pdHMYAyABKAMSFgoOcmVzdG9yZWRfdW5pdHMYBCABKAMSGAoQcmVzdG9yZWRfcmVjb3JkcxgFIAEoAxINCgVib3VuZBgGIAEoAxIRCglwYXVzZWRfbXMYByABKAMilQEKFFNldFNhbGVXaW5kb3dSZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRItCglzdGFydHNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKB2VuZHNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlYXNvbhgEIAEoCSI+ChVTZXRTYWxlV2luZG93UmVzcG9uc2USJQoEc2FsZRgBIAEoCzIXLmludmVudG9yeS52MS5TYWxlU3RhdGUiNQoQUGF1c2VTYWxlUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSDgoGcmVhc29uGAIgASgJIksKEVBhdXNlU2FsZVJlc3BvbnNlEiUKBHNhbGUYASABKAsyFy5pbnZlbnRvcnkudjEuU2FsZVN0YXRlEg8KB2NoYW5nZWQYAiABKAgiNgoRUmVzdW1lU2FsZVJlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJMChJSZXN1bWVTYWxlUmVzcG9uc2USJQoEc2FsZRgBIAEoCzIXLmludmVudG9yeS52MS5TYWxlU3RhdGUSDwoHY2hhbmdlZBgCIAEoCCKLAgoLTGVkZ2VyRW50cnkSCgoCaWQYASABKAMSEQoJY291cG9uX2lkGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkSJgoEa2luZBgEIAEoDjIYLmludmVudG9yeS52MS5MZWRnZXJLaW5kEhAKCHF1YW50aXR5GAUgASgDEg8KB3VzZXJfaWQYBiABKAkSDQoFc2hhcmQYByABKAUSDgoGcmVhc29uGAggASgJEi8KC29jY3VycmVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpzZXR0bGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL5AQoHQW5vbWFseRIKCgJpZBgBIAEoAxIQCghldmVudF9pZBgCIAEoCRIRCgljb3Vwb25faWQYAyABKAkSEgoKcmVxdWVzdF9pZBgEIAEoCRImCgRraW5kGAUgASgOMhguaW52ZW50b3J5LnYxLkxlZGdlcktpbmQSEAoIcXVhbnRpdHkYBiABKAMSDQoFc2hhcmQYByABKAUSDgoGcmVhc29uGAggASgJEg4KBmRldGFpbBgJIAEoCRIQCghyZWZ1bmRlZBgKIAEoCBIuCgpjcmVhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI8ChNHZXREZWR1Y3Rpb25SZXF1ZXN0EhEKCWNvdXBvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJIqsBCg1SZXF1ZXN0UmVjb3JkEg0KBXNoYXJkGAEgASgFEg8KB3VzZXJfaWQYAiABKAkSEAoIcXVhbnRpdHkYAyABKAMSEQoJcmVtYWluaW5nGAQgASgDEhMKC2NvbXBlbnNhdGVkGAUgASgIEg8KB3JlZnVzZWQYBiABKAgSLwoLZGVkdWN0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIosBCg1JbkZsaWdodEV2ZW50EiYKBGtpbmQYASABKA4yGC5pbnZlbnRvcnkudjEuTGVkZ2VyS2luZBIQCghxdWFudGl0eRgCIAEoAxIPCgdzZWVuX2luGAMgAygJEi8KC29jY3VycmVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLcAgoUR2V0RGVkdWN0aW9uUmVzcG9uc2USEQoJY291cG9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSKwoFc3RhdGUYAyABKA4yHC5pbnZlbnRvcnkudjEuRGVkdWN0aW9uU3RhdGUSDwoHc2V0dGxlZBgEIAEoCBIqCgVyZWRpcxgFIAEoCzIbLmludmVudG9yeS52MS5SZXF1ZXN0UmVjb3JkEi4KCWluX2ZsaWdodBgGIAMoCzIbLmludmVudG9yeS52MS5JbkZsaWdodEV2ZW50EikKBmxlZGdlchgHIAMoCzIZLmludmVudG9yeS52MS5MZWRnZXJFbnRyeRIoCglhbm9tYWxpZXMYCCADKAsyFS5pbnZlbnRvcnkudjEuQW5vbWFseRIuCgpjaGVja2VkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLdAQoRTGlzdExlZGdlclJlcXVlc3QSEQoJY291cG9uX2lkGAEgASgJEhIKCnBhZ2VfdG9rZW4YAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEicKBWtpbmRzGAQgAygOMhguaW52ZW50b3J5LnYxLkxlZGdlcktpbmQSDwoHdXNlcl9pZBgFIAEoCRIpCgVzaW5jZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlkKEkxpc3RMZWRnZXJSZXNwb25zZRIqCgdlbnRyaWVzGAEgAygLMhkuaW52ZW50b3J5LnYxLkxlZGdlckVudHJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJQChRMaXN0QW5vbWFsaWVzUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcGFnZV90b2tlbhgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUiWgoVTGlzdEFub21hbGllc1Jlc3BvbnNlEigKCWFub21hbGllcxgBIAMoCzIVLmludmVudG9yeS52MS5Bbm9tYWx5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLbAQoESG9sZBIPCgdob2xkX2lkGAEgASgJEhEKCWNvdXBvbl9pZBgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEg8KB3VzZXJfaWQYBCABKAkSEAoIcXVhbnRpdHkYBSABKAMSEQoJY29uZmlybWVkGAYgASgDEg0KBXNoYXJkGAcgASgFEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKBXN0YXRlGAkgASgOMhcuaW52ZW50b3J5LnYxLkhvbGRTdGF0ZSJqCg5SZXNlcnZlUmVxdWVzdBIRCgljb3Vwb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIPCgd1c2VyX2lkGAMgASgJEhAKCHF1YW50aXR5GAQgASgDEg4KBnR0bF9tcxgFIAEoBSKWAQoPUmVzZXJ2ZVJlc3BvbnNlEi0KB291dGNvbWUYASABKA4yHC5pbnZlbnRvcnkudjEuUmVzZXJ2ZU91dGNvbWUSEAoIcmVwbGF5ZWQYAiABKAgSIAoEaG9sZBgDIAEoCzISLmludmVudG9yeS52MS5Ib2xkEhEKCXJlbWFpbmluZxgEIAEoAxINCgVzaGFyZBgFIAEoBSJTCg5Db25maXJtUmVxdWVzdBIRCgdob2xkX2lkGAEgASgJSAASEgoIb3JkZXJfaWQYAyABKAlIABIQCghxdWFudGl0eRgCIAEoA0IICgZ0YXJnZXQitAEKD0NvbmZpcm1SZXNwb25zZRItCgdvdXRjb21lGAEgASgOMhwuaW52ZW50b3J5LnYxLkNvbmZpcm1PdXRjb21lEhAKCHJlcGxheWVkGAIgASgIEiAKBGhvbGQYAyABKAsyEi5pbnZlbnRvcnkudjEuSG9sZBIQCghyZWxlYXNlZBgEIAEoAxIsCgVpdGVtcxgFIAMoCzIdLmludmVudG9yeS52MS5PcmRlckl0ZW1SZXN1bHQiUQoOUmVsZWFzZVJlcXVlc3QSEQoHaG9sZF9pZBgBIAEoCUgAEhIKCG9yZGVyX2lkGAMgASgJSAASDgoGcmVhc29uGAIgASgJQggKBnRhcmdldCKiAQoPUmVsZWFzZVJlc3BvbnNlEi0KB291dGNvbWUYASABKA4yHC5pbnZlbnRvcnkudjEuUmVsZWFzZU91dGNvbWUSIAoEaG9sZBgCIAEoCzISLmludmVudG9yeS52MS5Ib2xkEhAKCHJlbGVhc2VkGAMgASgDEiwKBWl0ZW1zGAQgAygLMh0uaW52ZW50b3J5LnYxLk9yZGVySXRlbVJlc3VsdCJUChFFeHRlbmRIb2xkUmVxdWVzdBIRCgdob2xkX2lkGAEgASgJSAASEgoIb3JkZXJfaWQYAyABKAlIABIOCgZ0dGxfbXMYAiABKAVCCAoGdGFyZ2V0IpIBChJFeHRlbmRIb2xkUmVzcG9uc2USLAoHb3V0Y29tZRgBIAEoDjIbLmludmVudG9yeS52MS5FeHRlbmRPdXRjb21lEiAKBGhvbGQYAiABKAsyEi5pbnZlbnRvcnkudjEuSG9sZBIsCgVpdGVtcxgDIAMoCzIdLmludmVudG9yeS52MS5PcmRlckl0ZW1SZXN1bHQiMAoJT3JkZXJJdGVtEhEKCWNvdXBvbl9pZBgBIAEoCRIQCghxdWFudGl0eRgCIAEoAyJ4CgtJdGVtUmVmdXNhbBISCgppdGVtX2luZGV4GAEgASgFEhEKCWNvdXBvbl9pZBgCIAEoCRIvCgZyZWFzb24YAyABKA4yHy5pbnZlbnRvcnkudjEuSXRlbVJlZnVzYWxSZWFzb24SEQoJYXZhaWxhYmxlGAQgASgDIrgBCg9PcmRlckl0ZW1SZXN1bHQSEgoKaXRlbV9pbmRleBgBIAEoBRIRCgljb3Vwb25faWQYAiABKAkSEAoIcXVhbnRpdHkYAyABKAMSDQoFc2hhcmQYBCABKAUSIAoEaG9sZBgFIAEoCzISLmludmVudG9yeS52MS5Ib2xkEjsKEmNvbXBlbnNhdGVfb3V0Y29tZRgGIAEoDjIfLmludmVudG9yeS52MS5Db21wZW5zYXRlT3V0Y29tZSJyChNSZXNlcnZlT3JkZXJSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSJgoFaXRlbXMYAiADKAsyFy5pbnZlbnRvcnkudjEuT3JkZXJJdGVtEg8KB3VzZXJfaWQYAyABKAkSDgoGdHRsX21zGAQgASgFIvEBChRSZXNlcnZlT3JkZXJSZXNwb25zZRIQCghvcmRlcl9pZBgBIAEoCRIrCgdvdXRjb21lGAIgASgOMhouaW52ZW50b3J5LnYxLk9yZGVyT3V0Y29tZRIQCghyZXBsYXllZBgDIAEoCBIsCgVpdGVtcxgEIAMoCzIdLmludmVudG9yeS52MS5PcmRlckl0ZW1SZXN1bHQSKgoHcmVmdXNhbBgFIAEoCzIZLmludmVudG9yeS52MS5JdGVtUmVmdXNhbBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJxChJEZWR1Y3RPcmRlclJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRImCgVpdGVtcxgCIAMoCzIXLmludmVudG9yeS52MS5PcmRlckl0ZW0SDwoHdXNlcl9pZBgDIAEoCRIOCgZ0dGxfbXMYBCABKAUiwAEKE0RlZHVjdE9yZGVyUmVzcG9uc2USEAoIb3JkZXJfaWQYASABKAkSKwoHb3V0Y29tZRgCIAEoDjIaLmludmVudG9yeS52MS5PcmRlck91dGNvbWUSEAoIcmVwbGF5ZWQYAyABKAgSLAoFaXRlbXMYBCADKAsyHS5pbnZlbnRvcnkudjEuT3JkZXJJdGVtUmVzdWx0EioKB3JlZnVzYWwYBSABKAsyGS5pbnZlbnRvcnkudjEuSXRlbVJlZnVzYWwqiwEKClNhbGVTdGF0dXMSGwoXU0FMRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIUChBTQUxFX1NUQVRVU19PUEVOEAESGwoXU0FMRV9TVEFUVVNfTk9UX1NUQVJURUQQAhIVChFTQUxFX1NUQVRVU19FTkRFRBADEhYKElNBTEVfU1RBVFVTX1BBVVNFRBAEKowCCg1EZWR1Y3RPdXRjb21lEh4KGkRFRFVDVF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGwoXREVEVUNUX09VVENPTUVfREVEVUNURUQQARIbChdERURVQ1RfT1VUQ09NRV9TT0xEX09VVBACEh8KG0RFRFVDVF9PVVRDT01FX0lOU1VGRklDSUVOVBADEiYKIkRFRFVDVF9PVVRDT01FX1VTRVJfTElNSVRfRVhDRUVERUQQBBIeChpERURVQ1RfT1VUQ09NRV9OT1RfU1RBUlRFRBAFEhgKFERFRFVDVF9PVVRDT01FX0VOREVEEAYSHgoaREVEVUNUX09VVENPTUVfU0FMRV9QQVVTRUQQByqsAQoRQ29tcGVuc2F0ZU91dGNvbWUSIgoeQ09NUEVOU0FURV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASIgoeQ09NUEVOU0FURV9PVVRDT01FX0NPTVBFTlNBVEVEEAESKgomQ09NUEVOU0FURV9PVVRDT01FX0FMUkVBRFlfQ09NUEVOU0FURUQQAhIjCh9DT01QRU5TQVRFX09VVENPTUVfTk9UX0RFRFVDVEVEEAMq5AEKCkxlZGdlcktpbmQSGwoXTEVER0VSX0tJTkRfVU5TUEVDSUZJRUQQABIWChJMRURHRVJfS0lORF9ERURVQ1QQARIaChZMRURHRVJfS0lORF9DT01QRU5TQVRFEAISFwoTTEVER0VSX0tJTkRfUkVTVE9DSxADEhYKEkxFREdFUl9LSU5EX1JFUEFJUhAEEhsKF0xFREdFUl9LSU5EX1NBTEVfV0lORE9XEAUSGgoWTEVER0VSX0tJTkRfU0FMRV9QQVVTRRAGEhsKF0xFREdFUl9LSU5EX1NBTEVfUkVTVU1FEAcqpwEKDkRlZHVjdGlvblN0YXRlEh8KG0RFRFVDVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEhgKFERFRFVDVElPTl9TVEFURV9OT05FEAESHAoYREVEVUNUSU9OX1NUQVRFX0RFRFVDVEVEEAISHwobREVEVUNUSU9OX1NUQVRFX0NPTVBFTlNBVEVEEAMSGwoXREVEVUNUSU9OX1NUQVRFX1JFRlVTRUQQBCqHAQoJSG9sZFN0YXRlEhoKFkhPTERfU1RBVEVfVU5TUEVDSUZJRUQQABITCg9IT0xEX1NUQVRFX0hFTEQQARIYChRIT0xEX1NUQVRFX0NPTkZJUk1FRBACEhcKE0hPTERfU1RBVEVfUkVMRUFTRUQQAxIWChJIT0xEX1NUQVRFX0VYUElSRUQQBCqRAgoOUmVzZXJ2ZU91dGNvbWUSHwobUkVTRVJWRV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGAoUUkVTRVJWRV9PVVRDT01FX0hFTEQQARIcChhSRVNFUlZFX09VVENPTUVfU09MRF9PVVQQAhIgChxSRVNFUlZFX09VVENPTUVfSU5TVUZGSUNJRU5UEAMSJwojUkVTRVJWRV9PVVRDT01FX1VTRVJfTElNSVRfRVhDRUVERUQQBBIfChtSRVNFUlZFX09VVENPTUVfTk9UX1NUQVJURUQQBRIZChVSRVNFUlZFX09VVENPTUVfRU5ERUQQBhIfChtSRVNFUlZFX09VVENPTUVfU0FMRV9QQVVTRUQQByqqAQoOQ29uZmlybU91dGNvbWUSHwobQ09ORklSTV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASHQoZQ09ORklSTV9PVVRDT01FX0NPTkZJUk1FRBABEhsKF0NPTkZJUk1fT1VUQ09NRV9FWFBJUkVEEAISHAoYQ09ORklSTV9PVVRDT01FX1JFTEVBU0VEEAMSHQoZQ09ORklSTV9PVVRDT01FX05PVF9GT1VORBAEKtABCg5SZWxlYXNlT3V0Y29tZRIfChtSRUxFQVNFX09VVENPTUVfVU5TUEVDSUZJRUQQABIcChhSRUxFQVNFX09VVENPTUVfUkVMRUFTRUQQARIkCiBSRUxFQVNFX09VVENPTUVfQUxSRUFEWV9SRUxFQVNFRBACEhsKF1JFTEVBU0VfT1VUQ09NRV9FWFBJUkVEEAMSHQoZUkVMRUFTRV9PVVRDT01FX0NPTkZJUk1FRBAEEh0KGVJFTEVBU0VfT1VUQ09NRV9OT1RfRk9VTkQQBSrBAQoNRXh0ZW5kT3V0Y29tZRIeChpFWFRFTkRfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhsKF0VYVEVORF9PVVRDT01FX0VYVEVOREVEEAESGgoWRVhURU5EX09VVENPTUVfRVhQSVJFRBACEhsKF0VYVEVORF9PVVRDT01FX1JFTEVBU0VEEAMSHAoYRVhURU5EX09VVENPTUVfQ09ORklSTUVEEAQSHAoYRVhURU5EX09VVENPTUVfTk9UX0ZPVU5EEAUqlgIKEUl0ZW1SZWZ1c2FsUmVhc29uEiMKH0lURU1fUkVGVVNBTF9SRUFTT05fVU5TUEVDSUZJRUQQABIgChxJVEVNX1JFRlVTQUxfUkVBU09OX1NPTERfT1VUEAESJAogSVRFTV9SRUZVU0FMX1JFQVNPTl9JTlNVRkZJQ0lFTlQQAhIrCidJVEVNX1JFRlVTQUxfUkVBU09OX1VTRVJfTElNSVRfRVhDRUVERUQQAxIjCh9JVEVNX1JFRlVTQUxfUkVBU09OX05PVF9TVEFSVEVEEAQSHQoZSVRFTV9SRUZVU0FMX1JFQVNPTl9FTkRFRBAFEiMKH0lURU1fUkVGVVNBTF9SRUFTT05fU0FMRV9QQVVTRUQQBiqAAQoMT3JkZXJPdXRjb21lEh0KGU9SREVSX09VVENPTUVfVU5TUEVDSUZJRUQQABIaChZPUkRFUl9PVVRDT01FX1JFU0VSVkVEEAESGgoWT1JERVJfT1VUQ09NRV9ERURVQ1RFRBACEhkKFU9SREVSX09VVENPTUVfUkVGVVNFRBADMpYMChBJbnZlbnRvcnlTZXJ2aWNlElUKDENyZWF0ZUNvdXBvbhIhLmludmVudG9yeS52MS5DcmVhdGVDb3Vwb25SZXF1ZXN0GiIuaW52ZW50b3J5LnYxLkNyZWF0ZUNvdXBvblJlc3BvbnNlEk4KCEdldFN0b2NrEh0uaW52ZW50b3J5LnYxLkdldFN0b2NrUmVxdWVzdBoeLmludmVudG9yeS52MS5HZXRTdG9ja1Jlc3BvbnNlIgOQAgESRgoHUmVzdG9jaxIcLmludmVudG9yeS52MS5SZXN0b2NrUmVxdWVzdBodLmludmVudG9yeS52MS5SZXN0b2NrUmVzcG9uc2USQwoGRGVkdWN0EhsuaW52ZW50b3J5LnYxLkRlZHVjdFJlcXVlc3QaHC5pbnZlbnRvcnkudjEuRGVkdWN0UmVzcG9uc2USTwoKQ29tcGVuc2F0ZRIfLmludmVudG9yeS52MS5Db21wZW5zYXRlUmVxdWVzdBogLmludmVudG9yeS52MS5Db21wZW5zYXRlUmVzcG9uc2USUQoKV2F0Y2hTdG9jaxIfLmludmVudG9yeS52MS5XYXRjaFN0b2NrUmVxdWVzdBogLmludmVudG9yeS52MS5XYXRjaFN0b2NrUmVzcG9uc2UwARJMCglSZWNvbmNpbGUSHi5pbnZlbnRvcnkudjEuUmVjb25jaWxlUmVxdWVzdBofLmludmVudG9yeS52MS5SZWNvbmNpbGVSZXNwb25zZRJYCg1TZXRTYWxlV2luZG93EiIuaW52ZW50b3J5LnYxLlNldFNhbGVXaW5kb3dSZXF1ZXN0GiMuaW52ZW50b3J5LnYxLlNldFNhbGVXaW5kb3dSZXNwb25zZRJMCglQYXVzZVNhbGUSHi5pbnZlbnRvcnkudjEuUGF1c2VTYWxlUmVxdWVzdBofLmludmVudG9yeS52MS5QYXVzZVNhbGVSZXNwb25zZRJPCgpSZXN1bWVTYWxlEh8uaW52ZW50b3J5LnYxLlJlc3VtZVNhbGVSZXF1ZXN0GiAuaW52ZW50b3J5LnYxLlJlc3VtZVNhbGVSZXNwb25zZRJaCgxHZXREZWR1Y3Rpb24SIS5pbnZlbnRvcnkudjEuR2V0RGVkdWN0aW9uUmVxdWVzdBoiLmludmVudG9yeS52MS5HZXREZWR1Y3Rpb25SZXNwb25zZSIDkAIBElQKCkxpc3RMZWRnZXISHy5pbnZlbnRvcnkudjEuTGlzdExlZGdlclJlcXVlc3QaIC5pbnZlbnRvcnkudjEuTGlzdExlZGdlclJlc3BvbnNlIgOQAgESXQoNTGlzdEFub21hbGllcxIiLmludmVudG9yeS52MS5MaXN0QW5vbWFsaWVzUmVxdWVzdBojLmludmVudG9yeS52MS5MaXN0QW5vbWFsaWVzUmVzcG9uc2UiA5ACARJGCgdSZXNlcnZlEhwuaW52ZW50b3J5LnYxLlJlc2VydmVSZXF1ZXN0Gh0uaW52ZW50b3J5LnYxLlJlc2VydmVSZXNwb25zZRJGCgdDb25maXJtEhwuaW52ZW50b3J5LnYxLkNvbmZpcm1SZXF1ZXN0Gh0uaW52ZW50b3J5LnYxLkNvbmZpcm1SZXNwb25zZRJGCgdSZWxlYXNlEhwuaW52ZW50b3J5LnYxLlJlbGVhc2VSZXF1ZXN0Gh0uaW52ZW50b3J5LnYxLlJlbGVhc2VSZXNwb25zZRJPCgpFeHRlbmRIb2xkEh8uaW52ZW50b3J5LnYxLkV4dGVuZEhvbGRSZXF1ZXN0GiAuaW52ZW50b3J5LnYxLkV4dGVuZEhvbGRSZXNwb25zZRJVCgxSZXNlcnZlT3JkZXISIS5pbnZlbnRvcnkudjEuUmVzZXJ2ZU9yZGVyUmVxdWVzdBoiLmludmVudG9yeS52MS5SZXNlcnZlT3JkZXJSZXNwb25zZRJSCgtEZWR1Y3RPcmRlchIgLmludmVudG9yeS52MS5EZWR1Y3RPcmRlclJlcXVlc3QaIS5pbnZlbnRvcnkudjEuRGVkdWN0T3JkZXJSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * When a coupon may be deducted: from starts_at (inclusive) to ends_at (exclusive), unless paused.
@@ -220,6 +220,13 @@ export type ShardLevel = Message<"inventory.v1.ShardLevel"> & {
    * @generated from field: int64 in_transit = 3;
    */
   inTransit: bigint;
+
+  /**
+   * Units in open holds on this shard (neither available nor deducted).
+   *
+   * @generated from field: int64 held = 4;
+   */
+  held: bigint;
 };
 
 /**
@@ -291,6 +298,18 @@ export type StockLevel = Message<"inventory.v1.StockLevel"> & {
    * @generated from field: inventory.v1.SaleState sale = 10;
    */
   sale?: SaleState | undefined;
+
+  /**
+   * Units in open holds (Reserve): neither available nor deducted until confirmed, released or expired.
+   *
+   * @generated from field: int64 held = 11;
+   */
+  held: bigint;
+
+  /**
+   * @generated from field: int64 open_holds = 12;
+   */
+  openHolds: bigint;
 };
 
 /**
@@ -473,7 +492,7 @@ export type CompensateRequest = Message<"inventory.v1.CompensateRequest"> & {
   couponId: string;
 
   /**
-   * The request_id of the deduction to give back.
+   * The request_id of the deduction to give back (a confirmed hold: its Reserve's request_id).
    *
    * @generated from field: string request_id = 2;
    */
@@ -485,6 +504,14 @@ export type CompensateRequest = Message<"inventory.v1.CompensateRequest"> & {
    * @generated from field: string reason = 3;
    */
   reason: string;
+
+  /**
+   * Instead of coupon_id + request_id: every deduction of this order (the request_id of its DeductOrder or
+   * ReserveOrder), all of them.
+   *
+   * @generated from field: string order_id = 4;
+   */
+  orderId: string;
 };
 
 /**
@@ -509,6 +536,13 @@ export type CompensateResponse = Message<"inventory.v1.CompensateResponse"> & {
    * @generated from field: int64 remaining = 2;
    */
   remaining: bigint;
+
+  /**
+   * For an order: each item's outcome.
+   *
+   * @generated from field: repeated inventory.v1.OrderItemResult items = 3;
+   */
+  items: OrderItemResult[];
 };
 
 /**
@@ -693,6 +727,14 @@ export type ReconcileResponse = Message<"inventory.v1.ReconcileResponse"> & {
    * @generated from field: inventory.v1.RepairReport repair = 18;
    */
   repair?: RepairReport | undefined;
+
+  /**
+   * Units in open holds, included in redis_available (held units are still MySQL's remaining: neither
+   * available to others nor deducted).
+   *
+   * @generated from field: int64 redis_held = 19;
+   */
+  redisHeld: bigint;
 };
 
 /**
@@ -1368,6 +1410,645 @@ export const ListAnomaliesResponseSchema: GenMessage<ListAnomaliesResponse> = /*
   messageDesc(file_inventory_v1_inventory, 34);
 
 /**
+ * @generated from message inventory.v1.Hold
+ */
+export type Hold = Message<"inventory.v1.Hold"> & {
+  /**
+   * Opaque; pass it to Confirm, Release and ExtendHold.
+   *
+   * @generated from field: string hold_id = 1;
+   */
+  holdId: string;
+
+  /**
+   * @generated from field: string coupon_id = 2;
+   */
+  couponId: string;
+
+  /**
+   * The Reserve's request_id.
+   *
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+
+  /**
+   * @generated from field: string user_id = 4;
+   */
+  userId: string;
+
+  /**
+   * Units reserved.
+   *
+   * @generated from field: int64 quantity = 5;
+   */
+  quantity: bigint;
+
+  /**
+   * Units confirmed (CONFIRMED only; the rest went back).
+   *
+   * @generated from field: int64 confirmed = 6;
+   */
+  confirmed: bigint;
+
+  /**
+   * @generated from field: int32 shard = 7;
+   */
+  shard: number;
+
+  /**
+   * On the Redis server's clock.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 8;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: inventory.v1.HoldState state = 9;
+   */
+  state: HoldState;
+};
+
+/**
+ * Describes the message inventory.v1.Hold.
+ * Use `create(HoldSchema)` to create a new message.
+ */
+export const HoldSchema: GenMessage<Hold> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 35);
+
+/**
+ * @generated from message inventory.v1.ReserveRequest
+ */
+export type ReserveRequest = Message<"inventory.v1.ReserveRequest"> & {
+  /**
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * 1..128 characters; shares the idempotency window and namespace with Deduct's request_id.
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+
+  /**
+   * Required when the coupon has a per-user limit.
+   *
+   * @generated from field: string user_id = 3;
+   */
+  userId: string;
+
+  /**
+   * 0 means 1; at most SHARDSTOCK_MAX_QUANTITY.
+   *
+   * @generated from field: int64 quantity = 4;
+   */
+  quantity: bigint;
+
+  /**
+   * How long the hold lasts; 0 = the server default (SHARDSTOCK_HOLD_TTL_DEFAULT_MS), otherwise within
+   * SHARDSTOCK_HOLD_TTL_MIN_MS..SHARDSTOCK_HOLD_TTL_MAX_MS.
+   *
+   * @generated from field: int32 ttl_ms = 5;
+   */
+  ttlMs: number;
+};
+
+/**
+ * Describes the message inventory.v1.ReserveRequest.
+ * Use `create(ReserveRequestSchema)` to create a new message.
+ */
+export const ReserveRequestSchema: GenMessage<ReserveRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 36);
+
+/**
+ * @generated from message inventory.v1.ReserveResponse
+ */
+export type ReserveResponse = Message<"inventory.v1.ReserveResponse"> & {
+  /**
+   * @generated from field: inventory.v1.ReserveOutcome outcome = 1;
+   */
+  outcome: ReserveOutcome;
+
+  /**
+   * @generated from field: bool replayed = 2;
+   */
+  replayed: boolean;
+
+  /**
+   * Set on HELD, and on a replay (then with the hold's current state).
+   *
+   * @generated from field: inventory.v1.Hold hold = 3;
+   */
+  hold?: Hold | undefined;
+
+  /**
+   * Units left available in the shard that served the request, right after it.
+   *
+   * @generated from field: int64 remaining = 4;
+   */
+  remaining: bigint;
+
+  /**
+   * @generated from field: int32 shard = 5;
+   */
+  shard: number;
+};
+
+/**
+ * Describes the message inventory.v1.ReserveResponse.
+ * Use `create(ReserveResponseSchema)` to create a new message.
+ */
+export const ReserveResponseSchema: GenMessage<ReserveResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 37);
+
+/**
+ * @generated from message inventory.v1.ConfirmRequest
+ */
+export type ConfirmRequest = Message<"inventory.v1.ConfirmRequest"> & {
+  /**
+   * @generated from oneof inventory.v1.ConfirmRequest.target
+   */
+  target: {
+    /**
+     * @generated from field: string hold_id = 1;
+     */
+    value: string;
+    case: "holdId";
+  } | {
+    /**
+     * Every hold of this order (the request_id of its ReserveOrder).
+     *
+     * @generated from field: string order_id = 3;
+     */
+    value: string;
+    case: "orderId";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * Units to keep: 1..held; 0 = all of them. The rest is released at once. Holds only.
+   *
+   * @generated from field: int64 quantity = 2;
+   */
+  quantity: bigint;
+};
+
+/**
+ * Describes the message inventory.v1.ConfirmRequest.
+ * Use `create(ConfirmRequestSchema)` to create a new message.
+ */
+export const ConfirmRequestSchema: GenMessage<ConfirmRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 38);
+
+/**
+ * @generated from message inventory.v1.ConfirmResponse
+ */
+export type ConfirmResponse = Message<"inventory.v1.ConfirmResponse"> & {
+  /**
+   * @generated from field: inventory.v1.ConfirmOutcome outcome = 1;
+   */
+  outcome: ConfirmOutcome;
+
+  /**
+   * A repeated Confirm of a confirmed hold.
+   *
+   * @generated from field: bool replayed = 2;
+   */
+  replayed: boolean;
+
+  /**
+   * @generated from field: inventory.v1.Hold hold = 3;
+   */
+  hold?: Hold | undefined;
+
+  /**
+   * Units given back by a partial confirm.
+   *
+   * @generated from field: int64 released = 4;
+   */
+  released: bigint;
+
+  /**
+   * For an order: each item's outcome.
+   *
+   * @generated from field: repeated inventory.v1.OrderItemResult items = 5;
+   */
+  items: OrderItemResult[];
+};
+
+/**
+ * Describes the message inventory.v1.ConfirmResponse.
+ * Use `create(ConfirmResponseSchema)` to create a new message.
+ */
+export const ConfirmResponseSchema: GenMessage<ConfirmResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 39);
+
+/**
+ * @generated from message inventory.v1.ReleaseRequest
+ */
+export type ReleaseRequest = Message<"inventory.v1.ReleaseRequest"> & {
+  /**
+   * @generated from oneof inventory.v1.ReleaseRequest.target
+   */
+  target: {
+    /**
+     * @generated from field: string hold_id = 1;
+     */
+    value: string;
+    case: "holdId";
+  } | {
+    /**
+     * Every hold of this order (the request_id of its ReserveOrder).
+     *
+     * @generated from field: string order_id = 3;
+     */
+    value: string;
+    case: "orderId";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * Free text kept with the release, at most 256 characters.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message inventory.v1.ReleaseRequest.
+ * Use `create(ReleaseRequestSchema)` to create a new message.
+ */
+export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 40);
+
+/**
+ * @generated from message inventory.v1.ReleaseResponse
+ */
+export type ReleaseResponse = Message<"inventory.v1.ReleaseResponse"> & {
+  /**
+   * @generated from field: inventory.v1.ReleaseOutcome outcome = 1;
+   */
+  outcome: ReleaseOutcome;
+
+  /**
+   * @generated from field: inventory.v1.Hold hold = 2;
+   */
+  hold?: Hold | undefined;
+
+  /**
+   * Units given back by this call.
+   *
+   * @generated from field: int64 released = 3;
+   */
+  released: bigint;
+
+  /**
+   * @generated from field: repeated inventory.v1.OrderItemResult items = 4;
+   */
+  items: OrderItemResult[];
+};
+
+/**
+ * Describes the message inventory.v1.ReleaseResponse.
+ * Use `create(ReleaseResponseSchema)` to create a new message.
+ */
+export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 41);
+
+/**
+ * @generated from message inventory.v1.ExtendHoldRequest
+ */
+export type ExtendHoldRequest = Message<"inventory.v1.ExtendHoldRequest"> & {
+  /**
+   * @generated from oneof inventory.v1.ExtendHoldRequest.target
+   */
+  target: {
+    /**
+     * @generated from field: string hold_id = 1;
+     */
+    value: string;
+    case: "holdId";
+  } | {
+    /**
+     * @generated from field: string order_id = 3;
+     */
+    value: string;
+    case: "orderId";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * The new expiry is now (Redis server time) + ttl_ms; 0 = the default; within the configured min..max.
+   *
+   * @generated from field: int32 ttl_ms = 2;
+   */
+  ttlMs: number;
+};
+
+/**
+ * Describes the message inventory.v1.ExtendHoldRequest.
+ * Use `create(ExtendHoldRequestSchema)` to create a new message.
+ */
+export const ExtendHoldRequestSchema: GenMessage<ExtendHoldRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 42);
+
+/**
+ * @generated from message inventory.v1.ExtendHoldResponse
+ */
+export type ExtendHoldResponse = Message<"inventory.v1.ExtendHoldResponse"> & {
+  /**
+   * @generated from field: inventory.v1.ExtendOutcome outcome = 1;
+   */
+  outcome: ExtendOutcome;
+
+  /**
+   * @generated from field: inventory.v1.Hold hold = 2;
+   */
+  hold?: Hold | undefined;
+
+  /**
+   * @generated from field: repeated inventory.v1.OrderItemResult items = 3;
+   */
+  items: OrderItemResult[];
+};
+
+/**
+ * Describes the message inventory.v1.ExtendHoldResponse.
+ * Use `create(ExtendHoldResponseSchema)` to create a new message.
+ */
+export const ExtendHoldResponseSchema: GenMessage<ExtendHoldResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 43);
+
+/**
+ * @generated from message inventory.v1.OrderItem
+ */
+export type OrderItem = Message<"inventory.v1.OrderItem"> & {
+  /**
+   * @generated from field: string coupon_id = 1;
+   */
+  couponId: string;
+
+  /**
+   * 0 means 1; at most SHARDSTOCK_MAX_QUANTITY.
+   *
+   * @generated from field: int64 quantity = 2;
+   */
+  quantity: bigint;
+};
+
+/**
+ * Describes the message inventory.v1.OrderItem.
+ * Use `create(OrderItemSchema)` to create a new message.
+ */
+export const OrderItemSchema: GenMessage<OrderItem> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 44);
+
+/**
+ * Which item of an order was refused, and why; nothing of the order was taken.
+ *
+ * @generated from message inventory.v1.ItemRefusal
+ */
+export type ItemRefusal = Message<"inventory.v1.ItemRefusal"> & {
+  /**
+   * Index into the request's items.
+   *
+   * @generated from field: int32 item_index = 1;
+   */
+  itemIndex: number;
+
+  /**
+   * @generated from field: string coupon_id = 2;
+   */
+  couponId: string;
+
+  /**
+   * @generated from field: inventory.v1.ItemRefusalReason reason = 3;
+   */
+  reason: ItemRefusalReason;
+
+  /**
+   * Units the coupon had available when it refused (INSUFFICIENT).
+   *
+   * @generated from field: int64 available = 4;
+   */
+  available: bigint;
+};
+
+/**
+ * Describes the message inventory.v1.ItemRefusal.
+ * Use `create(ItemRefusalSchema)` to create a new message.
+ */
+export const ItemRefusalSchema: GenMessage<ItemRefusal> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 45);
+
+/**
+ * One item of an order and where it stands.
+ *
+ * @generated from message inventory.v1.OrderItemResult
+ */
+export type OrderItemResult = Message<"inventory.v1.OrderItemResult"> & {
+  /**
+   * @generated from field: int32 item_index = 1;
+   */
+  itemIndex: number;
+
+  /**
+   * @generated from field: string coupon_id = 2;
+   */
+  couponId: string;
+
+  /**
+   * @generated from field: int64 quantity = 3;
+   */
+  quantity: bigint;
+
+  /**
+   * @generated from field: int32 shard = 4;
+   */
+  shard: number;
+
+  /**
+   * The item's hold (ReserveOrder, and the holds behind DeductOrder).
+   *
+   * @generated from field: inventory.v1.Hold hold = 5;
+   */
+  hold?: Hold | undefined;
+
+  /**
+   * For Compensate on an order.
+   *
+   * @generated from field: inventory.v1.CompensateOutcome compensate_outcome = 6;
+   */
+  compensateOutcome: CompensateOutcome;
+};
+
+/**
+ * Describes the message inventory.v1.OrderItemResult.
+ * Use `create(OrderItemResultSchema)` to create a new message.
+ */
+export const OrderItemResultSchema: GenMessage<OrderItemResult> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 46);
+
+/**
+ * @generated from message inventory.v1.ReserveOrderRequest
+ */
+export type ReserveOrderRequest = Message<"inventory.v1.ReserveOrderRequest"> & {
+  /**
+   * 1..128 characters: the order's id (order_id in Confirm, Release, ExtendHold, Compensate).
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * 1..SHARDSTOCK_MAX_ORDER_ITEMS items; a coupon appears at most once.
+   *
+   * @generated from field: repeated inventory.v1.OrderItem items = 2;
+   */
+  items: OrderItem[];
+
+  /**
+   * Required when any coupon has a per-user limit.
+   *
+   * @generated from field: string user_id = 3;
+   */
+  userId: string;
+
+  /**
+   * As in Reserve.
+   *
+   * @generated from field: int32 ttl_ms = 4;
+   */
+  ttlMs: number;
+};
+
+/**
+ * Describes the message inventory.v1.ReserveOrderRequest.
+ * Use `create(ReserveOrderRequestSchema)` to create a new message.
+ */
+export const ReserveOrderRequestSchema: GenMessage<ReserveOrderRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 47);
+
+/**
+ * @generated from message inventory.v1.ReserveOrderResponse
+ */
+export type ReserveOrderResponse = Message<"inventory.v1.ReserveOrderResponse"> & {
+  /**
+   * @generated from field: string order_id = 1;
+   */
+  orderId: string;
+
+  /**
+   * @generated from field: inventory.v1.OrderOutcome outcome = 2;
+   */
+  outcome: OrderOutcome;
+
+  /**
+   * @generated from field: bool replayed = 3;
+   */
+  replayed: boolean;
+
+  /**
+   * @generated from field: repeated inventory.v1.OrderItemResult items = 4;
+   */
+  items: OrderItemResult[];
+
+  /**
+   * Set on REFUSED.
+   *
+   * @generated from field: inventory.v1.ItemRefusal refusal = 5;
+   */
+  refusal?: ItemRefusal | undefined;
+
+  /**
+   * The earliest expiry of the order's holds.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 6;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.ReserveOrderResponse.
+ * Use `create(ReserveOrderResponseSchema)` to create a new message.
+ */
+export const ReserveOrderResponseSchema: GenMessage<ReserveOrderResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 48);
+
+/**
+ * @generated from message inventory.v1.DeductOrderRequest
+ */
+export type DeductOrderRequest = Message<"inventory.v1.DeductOrderRequest"> & {
+  /**
+   * 1..128 characters: the order's id.
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * @generated from field: repeated inventory.v1.OrderItem items = 2;
+   */
+  items: OrderItem[];
+
+  /**
+   * @generated from field: string user_id = 3;
+   */
+  userId: string;
+
+  /**
+   * How long the order's internal holds last if the instance dies mid-order; 0 = the default.
+   *
+   * @generated from field: int32 ttl_ms = 4;
+   */
+  ttlMs: number;
+};
+
+/**
+ * Describes the message inventory.v1.DeductOrderRequest.
+ * Use `create(DeductOrderRequestSchema)` to create a new message.
+ */
+export const DeductOrderRequestSchema: GenMessage<DeductOrderRequest> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 49);
+
+/**
+ * @generated from message inventory.v1.DeductOrderResponse
+ */
+export type DeductOrderResponse = Message<"inventory.v1.DeductOrderResponse"> & {
+  /**
+   * @generated from field: string order_id = 1;
+   */
+  orderId: string;
+
+  /**
+   * @generated from field: inventory.v1.OrderOutcome outcome = 2;
+   */
+  outcome: OrderOutcome;
+
+  /**
+   * @generated from field: bool replayed = 3;
+   */
+  replayed: boolean;
+
+  /**
+   * @generated from field: repeated inventory.v1.OrderItemResult items = 4;
+   */
+  items: OrderItemResult[];
+
+  /**
+   * @generated from field: inventory.v1.ItemRefusal refusal = 5;
+   */
+  refusal?: ItemRefusal | undefined;
+};
+
+/**
+ * Describes the message inventory.v1.DeductOrderResponse.
+ * Use `create(DeductOrderResponseSchema)` to create a new message.
+ */
+export const DeductOrderResponseSchema: GenMessage<DeductOrderResponse> = /*@__PURE__*/
+  messageDesc(file_inventory_v1_inventory, 50);
+
+/**
  * @generated from enum inventory.v1.SaleStatus
  */
 export enum SaleStatus {
@@ -1600,6 +2281,316 @@ export const DeductionStateSchema: GenEnum<DeductionState> = /*@__PURE__*/
   enumDesc(file_inventory_v1_inventory, 4);
 
 /**
+ * @generated from enum inventory.v1.HoldState
+ */
+export enum HoldState {
+  /**
+   * @generated from enum value: HOLD_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Units taken out of available stock until expires_at.
+   *
+   * @generated from enum value: HOLD_STATE_HELD = 1;
+   */
+  HELD = 1,
+
+  /**
+   * Turned into a deduction (all or part of it).
+   *
+   * @generated from enum value: HOLD_STATE_CONFIRMED = 2;
+   */
+  CONFIRMED = 2,
+
+  /**
+   * Given back by Release.
+   *
+   * @generated from enum value: HOLD_STATE_RELEASED = 3;
+   */
+  RELEASED = 3,
+
+  /**
+   * Not confirmed in time: given back at expires_at.
+   *
+   * @generated from enum value: HOLD_STATE_EXPIRED = 4;
+   */
+  EXPIRED = 4,
+}
+
+/**
+ * Describes the enum inventory.v1.HoldState.
+ */
+export const HoldStateSchema: GenEnum<HoldState> = /*@__PURE__*/
+  enumDesc(file_inventory_v1_inventory, 5);
+
+/**
+ * @generated from enum inventory.v1.ReserveOutcome
+ */
+export enum ReserveOutcome {
+  /**
+   * @generated from enum value: RESERVE_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: RESERVE_OUTCOME_HELD = 1;
+   */
+  HELD = 1,
+
+  /**
+   * The same refusals as Deduct.
+   *
+   * @generated from enum value: RESERVE_OUTCOME_SOLD_OUT = 2;
+   */
+  SOLD_OUT = 2,
+
+  /**
+   * @generated from enum value: RESERVE_OUTCOME_INSUFFICIENT = 3;
+   */
+  INSUFFICIENT = 3,
+
+  /**
+   * @generated from enum value: RESERVE_OUTCOME_USER_LIMIT_EXCEEDED = 4;
+   */
+  USER_LIMIT_EXCEEDED = 4,
+
+  /**
+   * @generated from enum value: RESERVE_OUTCOME_NOT_STARTED = 5;
+   */
+  NOT_STARTED = 5,
+
+  /**
+   * @generated from enum value: RESERVE_OUTCOME_ENDED = 6;
+   */
+  ENDED = 6,
+
+  /**
+   * @generated from enum value: RESERVE_OUTCOME_SALE_PAUSED = 7;
+   */
+  SALE_PAUSED = 7,
+}
+
+/**
+ * Describes the enum inventory.v1.ReserveOutcome.
+ */
+export const ReserveOutcomeSchema: GenEnum<ReserveOutcome> = /*@__PURE__*/
+  enumDesc(file_inventory_v1_inventory, 6);
+
+/**
+ * @generated from enum inventory.v1.ConfirmOutcome
+ */
+export enum ConfirmOutcome {
+  /**
+   * @generated from enum value: CONFIRM_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: CONFIRM_OUTCOME_CONFIRMED = 1;
+   */
+  CONFIRMED = 1,
+
+  /**
+   * Too late: the hold expired first; its units went back.
+   *
+   * @generated from enum value: CONFIRM_OUTCOME_EXPIRED = 2;
+   */
+  EXPIRED = 2,
+
+  /**
+   * Too late: the hold was released first.
+   *
+   * @generated from enum value: CONFIRM_OUTCOME_RELEASED = 3;
+   */
+  RELEASED = 3,
+
+  /**
+   * No such hold (never made, or its record is past the idempotency window).
+   *
+   * @generated from enum value: CONFIRM_OUTCOME_NOT_FOUND = 4;
+   */
+  NOT_FOUND = 4,
+}
+
+/**
+ * Describes the enum inventory.v1.ConfirmOutcome.
+ */
+export const ConfirmOutcomeSchema: GenEnum<ConfirmOutcome> = /*@__PURE__*/
+  enumDesc(file_inventory_v1_inventory, 7);
+
+/**
+ * @generated from enum inventory.v1.ReleaseOutcome
+ */
+export enum ReleaseOutcome {
+  /**
+   * @generated from enum value: RELEASE_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: RELEASE_OUTCOME_RELEASED = 1;
+   */
+  RELEASED = 1,
+
+  /**
+   * Released before (a replay): nothing more given back.
+   *
+   * @generated from enum value: RELEASE_OUTCOME_ALREADY_RELEASED = 2;
+   */
+  ALREADY_RELEASED = 2,
+
+  /**
+   * It had expired: its units were given back then.
+   *
+   * @generated from enum value: RELEASE_OUTCOME_EXPIRED = 3;
+   */
+  EXPIRED = 3,
+
+  /**
+   * Too late: it was confirmed (use Compensate to give a deduction back).
+   *
+   * @generated from enum value: RELEASE_OUTCOME_CONFIRMED = 4;
+   */
+  CONFIRMED = 4,
+
+  /**
+   * @generated from enum value: RELEASE_OUTCOME_NOT_FOUND = 5;
+   */
+  NOT_FOUND = 5,
+}
+
+/**
+ * Describes the enum inventory.v1.ReleaseOutcome.
+ */
+export const ReleaseOutcomeSchema: GenEnum<ReleaseOutcome> = /*@__PURE__*/
+  enumDesc(file_inventory_v1_inventory, 8);
+
+/**
+ * @generated from enum inventory.v1.ExtendOutcome
+ */
+export enum ExtendOutcome {
+  /**
+   * @generated from enum value: EXTEND_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: EXTEND_OUTCOME_EXTENDED = 1;
+   */
+  EXTENDED = 1,
+
+  /**
+   * @generated from enum value: EXTEND_OUTCOME_EXPIRED = 2;
+   */
+  EXPIRED = 2,
+
+  /**
+   * @generated from enum value: EXTEND_OUTCOME_RELEASED = 3;
+   */
+  RELEASED = 3,
+
+  /**
+   * @generated from enum value: EXTEND_OUTCOME_CONFIRMED = 4;
+   */
+  CONFIRMED = 4,
+
+  /**
+   * @generated from enum value: EXTEND_OUTCOME_NOT_FOUND = 5;
+   */
+  NOT_FOUND = 5,
+}
+
+/**
+ * Describes the enum inventory.v1.ExtendOutcome.
+ */
+export const ExtendOutcomeSchema: GenEnum<ExtendOutcome> = /*@__PURE__*/
+  enumDesc(file_inventory_v1_inventory, 9);
+
+/**
+ * @generated from enum inventory.v1.ItemRefusalReason
+ */
+export enum ItemRefusalReason {
+  /**
+   * @generated from enum value: ITEM_REFUSAL_REASON_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: ITEM_REFUSAL_REASON_SOLD_OUT = 1;
+   */
+  SOLD_OUT = 1,
+
+  /**
+   * @generated from enum value: ITEM_REFUSAL_REASON_INSUFFICIENT = 2;
+   */
+  INSUFFICIENT = 2,
+
+  /**
+   * @generated from enum value: ITEM_REFUSAL_REASON_USER_LIMIT_EXCEEDED = 3;
+   */
+  USER_LIMIT_EXCEEDED = 3,
+
+  /**
+   * @generated from enum value: ITEM_REFUSAL_REASON_NOT_STARTED = 4;
+   */
+  NOT_STARTED = 4,
+
+  /**
+   * @generated from enum value: ITEM_REFUSAL_REASON_ENDED = 5;
+   */
+  ENDED = 5,
+
+  /**
+   * @generated from enum value: ITEM_REFUSAL_REASON_SALE_PAUSED = 6;
+   */
+  SALE_PAUSED = 6,
+}
+
+/**
+ * Describes the enum inventory.v1.ItemRefusalReason.
+ */
+export const ItemRefusalReasonSchema: GenEnum<ItemRefusalReason> = /*@__PURE__*/
+  enumDesc(file_inventory_v1_inventory, 10);
+
+/**
+ * @generated from enum inventory.v1.OrderOutcome
+ */
+export enum OrderOutcome {
+  /**
+   * @generated from enum value: ORDER_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * ReserveOrder: every item is held.
+   *
+   * @generated from enum value: ORDER_OUTCOME_RESERVED = 1;
+   */
+  RESERVED = 1,
+
+  /**
+   * DeductOrder: every item is deducted.
+   *
+   * @generated from enum value: ORDER_OUTCOME_DEDUCTED = 2;
+   */
+  DEDUCTED = 2,
+
+  /**
+   * One item was refused (see refusal): nothing is taken.
+   *
+   * @generated from enum value: ORDER_OUTCOME_REFUSED = 3;
+   */
+  REFUSED = 3,
+}
+
+/**
+ * Describes the enum inventory.v1.OrderOutcome.
+ */
+export const OrderOutcomeSchema: GenEnum<OrderOutcome> = /*@__PURE__*/
+  enumDesc(file_inventory_v1_inventory, 11);
+
+/**
  * @generated from service inventory.v1.InventoryService
  */
 export const InventoryService: GenService<{
@@ -1735,6 +2726,69 @@ export const InventoryService: GenService<{
     methodKind: "unary";
     input: typeof ListAnomaliesRequestSchema;
     output: typeof ListAnomaliesResponseSchema;
+  },
+  /**
+   * Takes units out of available stock for a while: a hold. It ends confirmed (Confirm: a deduction), released
+   * (Release) or expired (released by itself, on any instance, within about a second of expires_at). Same
+   * rules and refusals as Deduct; held units count toward the per-user limit. Idempotent by request_id.
+   *
+   * @generated from rpc inventory.v1.InventoryService.Reserve
+   */
+  reserve: {
+    methodKind: "unary";
+    input: typeof ReserveRequestSchema;
+    output: typeof ReserveResponseSchema;
+  },
+  /**
+   * Turns a hold (or every hold of an order) into a deduction that settles to MySQL like one; a partial
+   * confirm releases the rest at once. Exactly one of Confirm, Release and expiry wins. Idempotent.
+   *
+   * @generated from rpc inventory.v1.InventoryService.Confirm
+   */
+  confirm: {
+    methodKind: "unary";
+    input: typeof ConfirmRequestSchema;
+    output: typeof ConfirmResponseSchema;
+  },
+  /**
+   * Gives a hold's units back (or every hold of an order). Idempotent.
+   *
+   * @generated from rpc inventory.v1.InventoryService.Release
+   */
+  release: {
+    methodKind: "unary";
+    input: typeof ReleaseRequestSchema;
+    output: typeof ReleaseResponseSchema;
+  },
+  /**
+   * Moves a hold's expiry (or every hold of an order), if it has not expired yet.
+   *
+   * @generated from rpc inventory.v1.InventoryService.ExtendHold
+   */
+  extendHold: {
+    methodKind: "unary";
+    input: typeof ExtendHoldRequestSchema;
+    output: typeof ExtendHoldResponseSchema;
+  },
+  /**
+   * Holds every item of an order, all or nothing, across coupons on any shards. Idempotent by request_id.
+   *
+   * @generated from rpc inventory.v1.InventoryService.ReserveOrder
+   */
+  reserveOrder: {
+    methodKind: "unary";
+    input: typeof ReserveOrderRequestSchema;
+    output: typeof ReserveOrderResponseSchema;
+  },
+  /**
+   * Deducts every item of an order, all or nothing (holds, then confirms them all). Idempotent by request_id.
+   *
+   * @generated from rpc inventory.v1.InventoryService.DeductOrder
+   */
+  deductOrder: {
+    methodKind: "unary";
+    input: typeof DeductOrderRequestSchema;
+    output: typeof DeductOrderResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_inventory_v1_inventory, 0);

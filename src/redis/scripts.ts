@@ -1,0 +1,282 @@
+// Every caller of a Lua script under lua/, in one place (as BullMQ's Scripts class holds all of its own): each
+// method builds the script's KEYS from keys.ts, its ARGV in the order the script's header names them, and
+// turns the reply's return codes into a typed result. The stores around it (stock-store.ts,
+// recovery-store.ts, settlement's refusal-store.ts) keep their domain-facing roles — replica acks, the
+// failover fence — and call these; nothing else calls a script.
+import type { Cluster } from 'ioredis';
+import type { CompensateScriptResult, Credit, DeductScriptInput, DeductScriptResult, ShardRef } from '../domain/ports.js';
+import type { LiveShard } from '../recovery/recovery-plan.js';
+import { RELAY_GROUP, shardKeys, type ShardKeys } from './keys.js';
+
+type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
+type Reply = (string | number | null)[];
+
+export type PauseResult = { kind: 'paused'; shard: LiveShard } | { kind: 'missing' } | { kind: 'busy'; waitMs: number } | { kind: 'lost' };
+
+/** What claim-2.lua and claim-read-2.lua answer: the claim's value, null when unclaimed, 'missing' when the
+ * shard holding the claims is gone. */
+export type ClaimReply = string | null | 'missing';
+
+/** One request record to put back (record-restore-1.lua). */
+export interface RecordToRestore {
+  requestId: string;
+  userId: string;
+  quantity: number;
+  occurredAt: number;
+  compensated: boolean;
+  ttlS: number;
+}
+
+/** The registered script function (defineCommand in cluster.ts), looked up once. */
+function scriptFn(cluster: Cluster, name: string): ScriptFn {
+  const fn = (cluster as unknown as Record<string, ScriptFn | undefined>)[name];
+  if (typeof fn !== 'function') throw new Error(`Lua script ${name} is not registered`);
+  return fn.bind(cluster);
+}
+
+export class Scripts {
+  private readonly keyCache = new Map<string, ShardKeys>();
+  private readonly fn: {
+    shardInit: ScriptFn;
+    deduct: ScriptFn;
+    compensate: ScriptFn;
+    moveOut: ScriptFn;
+    moveAck: ScriptFn;
+    credit: ScriptFn;
+    claim: ScriptFn;
+    claimRead: ScriptFn;
+    shardPause: ScriptFn;
+    shardResume: ScriptFn;
+    shardAdjust: ScriptFn;
+    shardRebuild: ScriptFn;
+    recordRestore: ScriptFn;
+    refuseMark: ScriptFn;
+  };
+
+  constructor(
+    redis: Cluster,
+    private readonly namespace: string,
+  ) {
+    this.fn = {
+      shardInit: scriptFn(redis, 'shardInit'),
+      deduct: scriptFn(redis, 'deduct'),
+      compensate: scriptFn(redis, 'compensate'),
+      moveOut: scriptFn(redis, 'moveOut'),
+      moveAck: scriptFn(redis, 'moveAck'),
+      credit: scriptFn(redis, 'credit'),
+      claim: scriptFn(redis, 'claim'),
+      claimRead: scriptFn(redis, 'claimRead'),
+      shardPause: scriptFn(redis, 'shardPause'),
+      shardResume: scriptFn(redis, 'shardResume'),
+      shardAdjust: scriptFn(redis, 'shardAdjust'),
+      shardRebuild: scriptFn(redis, 'shardRebuild'),
+      recordRestore: scriptFn(redis, 'recordRestore'),
+      refuseMark: scriptFn(redis, 'refuseMark'),
+    };
+  }
+
+  /** One shard's keys, built once per tag (the hot path asks for them on every call). */
+  keys(shard: ShardRef): ShardKeys {
+    let k = this.keyCache.get(shard.tag);
+    if (!k) {
+      k = shardKeys(this.namespace, shard.tag);
+      if (this.keyCache.size > 100_000) this.keyCache.clear();
+      this.keyCache.set(shard.tag, k);
+    }
+    return k;
+  }
+
+  /** shard-init-2.lua: true when created, false when the shard existed. */
+  async shardInit(shard: ShardRef, available: number, net: number): Promise<boolean> {
+    const k = this.keys(shard);
+    return (await this.fn.shardInit(k.shard, k.outbox, available, RELAY_GROUP, net)) === 1;
+  }
+
+  /** deduct-5.lua. */
+  async deduct(
+    shard: ShardRef,
+    input: DeductScriptInput,
+    windowS: number,
+    credits: readonly Credit[],
+    creditEpoch: string,
+    creditRetentionMs: number,
+  ): Promise<DeductScriptResult> {
+    const k = this.keys(shard);
+    const args: (string | number)[] = [
+      k.shard,
+      k.request(input.requestId),
+      k.user(input.userId || '-'),
+      k.outbox,
+      k.credits,
+      input.requestId,
+      input.userId,
+      input.quantity,
+      input.perUserLimit,
+      windowS,
+      shard.index,
+      shard.couponId,
+      Date.now(),
+      creditRetentionMs,
+      creditEpoch,
+    ];
+    for (const c of credits) args.push(c.id, c.quantity);
+    return parseDeduct((await this.fn.deduct(...args)) as Reply);
+  }
+
+  /** compensate-4.lua. */
+  async compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult> {
+    const k = this.keys(shard);
+    const r = (await this.fn.compensate(
+      k.shard,
+      k.request(requestId),
+      k.user(limitedUserId ?? '-'),
+      k.outbox,
+      requestId,
+      reason,
+      shard.couponId,
+      shard.index,
+      Date.now(),
+      limitedUserId === undefined ? 0 : 1,
+    )) as Reply;
+    return parseCompensate(r);
+  }
+
+  /** claim-2.lua: what was claimed before (null: claimed now). */
+  async claim(shard: ShardRef, requestId: string, value: string, holdS: number): Promise<ClaimReply> {
+    const k = this.keys(shard);
+    const r = (await this.fn.claim(k.shard, k.claim(requestId), value, holdS)) as Reply;
+    const code = Number(r[0]);
+    if (code === -4) return 'missing';
+    return code === 1 ? String(r[1]) : null;
+  }
+
+  /** claim-read-2.lua. */
+  async claimRead(shard: ShardRef, requestId: string): Promise<ClaimReply> {
+    const k = this.keys(shard);
+    const r = (await this.fn.claimRead(k.shard, k.claim(requestId))) as Reply;
+    const code = Number(r[0]);
+    if (code === -4) return 'missing';
+    return code === 1 ? String(r[1]) : null;
+  }
+
+  /** move-out-2.lua: units taken. */
+  async moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing' | 'paused'> {
+    const k = this.keys(source);
+    const taken = Number(await this.fn.moveOut(k.shard, k.moves, moveId, target, want, Date.now()));
+    if (taken === -4) return 'missing';
+    if (taken === -5) return 'paused';
+    return taken;
+  }
+
+  /** move-ack-2.lua. */
+  async moveAck(source: ShardRef, moveId: string): Promise<boolean> {
+    const k = this.keys(source);
+    return Number(await this.fn.moveAck(k.shard, k.moves, moveId)) === 1;
+  }
+
+  /** credit-2.lua. */
+  async credit(
+    shard: ShardRef,
+    creditId: string,
+    quantity: number,
+    retentionMs: number,
+  ): Promise<'applied' | 'already' | 'missing' | 'paused'> {
+    const k = this.keys(shard);
+    const r = (await this.fn.credit(k.shard, k.credits, creditId, quantity, Date.now(), retentionMs)) as Reply;
+    const code = Number(r[0]);
+    if (code === -4) return 'missing';
+    if (code === -5) return 'paused';
+    return code === 1 ? 'applied' : 'already';
+  }
+
+  /** shard-pause-1.lua. */
+  async shardPause(shard: ShardRef, token: string, holdMs: number, mode: 'new' | 'extend'): Promise<PauseResult> {
+    const r = (await this.fn.shardPause(this.keys(shard).shard, token, holdMs, mode)) as number[];
+    const code = Number(r[0]);
+    if (code === 1) {
+      return { kind: 'paused', shard: { index: shard.index, available: Number(r[1]), inTransit: Number(r[2]), net: Number(r[3]) } };
+    }
+    if (code === 0) return { kind: 'missing' };
+    if (code === -5) return { kind: 'busy', waitMs: Number(r[1]) };
+    return { kind: 'lost' };
+  }
+
+  /** shard-resume-1.lua. */
+  async shardResume(shard: ShardRef, token: string): Promise<boolean> {
+    return Number(await this.fn.shardResume(this.keys(shard).shard, token)) === 1;
+  }
+
+  /** shard-adjust-2.lua: null when the pause lapsed or is not ours. */
+  async shardAdjust(
+    shard: ShardRef,
+    token: string,
+    delta: number,
+    credits: readonly Credit[],
+  ): Promise<{ available: number; applied: number } | null> {
+    const k = this.keys(shard);
+    const args: (string | number)[] = [k.shard, k.credits, token, delta, Date.now()];
+    for (const c of credits) args.push(c.id, c.quantity);
+    const r = (await this.fn.shardAdjust(...args)) as number[];
+    if (Number(r[0]) !== 1) return null;
+    return { available: Number(r[1]), applied: Number(r[2]) };
+  }
+
+  /** shard-rebuild-3.lua: false when the shard exists and is not ours. */
+  async shardRebuild(
+    shard: ShardRef,
+    token: string,
+    holdMs: number,
+    available: number,
+    net: number,
+    creditIds: readonly string[],
+  ): Promise<boolean> {
+    const k = this.keys(shard);
+    const r = Number(
+      await this.fn.shardRebuild(k.shard, k.outbox, k.credits, token, holdMs, available, net, RELAY_GROUP, Date.now(), ...creditIds),
+    );
+    return r !== 0;
+  }
+
+  /** record-restore-1.lua: true when written (never over an existing record). */
+  async recordRestore(shard: ShardRef, rec: RecordToRestore): Promise<boolean> {
+    const k = this.keys(shard);
+    const r = await this.fn.recordRestore(
+      k.request(rec.requestId),
+      rec.userId,
+      rec.quantity,
+      shard.index,
+      rec.occurredAt,
+      rec.compensated ? 1 : 0,
+      rec.ttlS,
+    );
+    return Number(r) === 1;
+  }
+
+  /** refuse-mark-1.lua: false when the record is gone. */
+  async refuseMark(shard: ShardRef, requestId: string): Promise<boolean> {
+    return Number(await this.fn.refuseMark(this.keys(shard).request(requestId))) === 1;
+  }
+}
+
+function parseDeduct(r: Reply): DeductScriptResult {
+  const code = Number(r[0]);
+  if (code === 1) return { kind: 'deducted', remaining: Number(r[1]) };
+  if (code === 2) return { kind: 'replay', remaining: Number(r[1]), compensated: Number(r[2]) === 1 };
+  if (code === -1) return { kind: 'short', available: Number(r[1]), epoch: String(r[2] ?? '') };
+  if (code === -2) return { kind: 'user_limit', held: Number(r[1]) };
+  if (code === -3) return { kind: 'conflict', field: r[1] === 'user_id' ? 'user_id' : 'quantity', recorded: String(r[2] ?? '') };
+  if (code === -4) return { kind: 'missing' };
+  if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
+  if (code === -7) return { kind: 'stale_credits' };
+  throw new Error(`deduct-5.lua returned unknown code ${code}`);
+}
+
+function parseCompensate(r: Reply): CompensateScriptResult {
+  const code = Number(r[0]);
+  if (code === 1) return { kind: 'compensated', remaining: Number(r[1]), quantity: Number(r[2]) };
+  if (code === 2) return { kind: 'already', remaining: Number(r[1]) };
+  if (code === 3) return { kind: 'not_deducted' };
+  if (code === -4) return { kind: 'missing' };
+  if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
+  throw new Error(`compensate-4.lua returned unknown code ${code}`);
+}
