@@ -4,7 +4,7 @@
 
   KEYS[1] order record   <ns>:order:{o:<orderId>}   hash: k kind, u user, it items (JSON), t ttlMs, st state,
                                                      c createdMs, dm decidedMs, x expiresAtMs, ab abort,
-                                                     rf refused (JSON), h hold ids (JSON)
+                                                     rf refused (JSON)
 
   ARGV[1] kind        reserve | deduct
   ARGV[2] userId      may be empty

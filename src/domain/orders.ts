@@ -3,6 +3,7 @@
 // per-item steps made. Those steps are idempotent, so a retry or the sweeper can repeat them until done.
 import { DomainError, invalid } from './errors.js';
 import { orderItemRequestId } from './ids.js';
+import type { Hold } from './holds.js';
 import type { Coupon } from './model.js';
 import type {
   HoldKey,
@@ -32,18 +33,18 @@ export type OrderOutcome =
   /** Nothing taken: the order was left unfinished past its holds' lifetime (its instance died). */
   | 'abandoned'
   /** Every item's deduction was given back. */
-  | 'compensated'
-  /** Still being taken by another call: retry with the same request_id. */
-  | 'pending';
+  | 'compensated';
 
 export interface OrderItemResult {
   index: number;
   couponId: string;
   quantity: number;
-  /** The item's hold: its derived request id (Confirm / Release / GetDeduction on one item use it). */
+  /** The item's hold: its derived request id (its deduction's request id once confirmed). */
   requestId: string;
-  holdId?: string;
-  expiresAtMs?: number;
+  /** The hold as this call last saw it (absent when it was never taken, or could not be read). */
+  hold?: Hold;
+  /** Compensate on the order: this item's outcome. */
+  compensated?: 'compensated' | 'already_compensated' | 'not_deducted';
 }
 
 export interface OrderResult {
@@ -85,6 +86,9 @@ const ABORT_OUTCOME: Record<OrderAbort, OrderOutcome> = {
   abandoned: 'abandoned',
 };
 
+/** What one call has seen of the items' holds (index -> the latest Hold an answer carried). */
+type Seen = (Hold | undefined)[];
+
 export class OrderService {
   constructor(
     private readonly d: {
@@ -114,34 +118,57 @@ export class OrderService {
 
   /** Confirms every hold of a reserved order (or finishes a confirm cut short). */
   async confirmOrder(orderId: string): Promise<OrderResult> {
-    const record = await this.existing(v.requestId(orderId));
-    if (record.state === 'pending')
-      throw new DomainError('failed_precondition', `order ${orderId} is still being reserved; retry with the same request_id`);
-    if (record.state !== 'held') return this.follow(record, true);
-    return this.commit(record, await this.lifetime(record, null), false);
+    const record = await this.existing(orderId);
+    if (record.state !== 'held') return this.follow(record, true, []);
+    const seen: Seen = [];
+    return this.commit(record, await this.lifetime(record, seen), seen, false);
   }
 
   /** Releases every hold of an order that is not confirmed. */
   async releaseOrder(orderId: string, reason: string): Promise<OrderResult> {
-    const id = v.requestId(orderId);
     v.text('reason', reason, v.REASON_MAX);
-    await this.existing(id);
-    const r = await this.d.records.move(id, ['pending', 'held'], 'aborted', this.now(), { set: { abort: 'released' } });
-    return this.follow(decided(r, id), r.kind !== 'moved');
+    const record = await this.existing(orderId);
+    const r = await this.d.records.move(record.orderId, ['pending', 'held'], 'aborted', this.now(), { set: { abort: 'released' } });
+    return this.follow(decided(r, record.orderId), r.kind !== 'moved', []);
+  }
+
+  /** Moves the expiry of every hold of a reserved order; a hold already ended aborts the order (EXPIRED). */
+  async extendOrder(orderId: string, ttlMs: number): Promise<OrderResult> {
+    const s = this.d.settings;
+    const ttl = ttlMs === 0 ? s.ttl.defaultMs : v.units('ttl_ms', BigInt(ttlMs), BigInt(s.ttl.minMs), BigInt(s.ttl.maxMs));
+    const record = await this.existing(orderId);
+    if (record.state !== 'held') return this.follow(record, true, []);
+    const seen: Seen = [];
+    const ends = await this.each(record, async (hold, i) => {
+      const r = await this.d.holds.extend(hold, ttl);
+      seen[i] = r.hold;
+      return r;
+    });
+    if (ends.some((e) => e.end !== 'extended')) return this.abortExpired(record, ['held'], seen);
+    const expiresAtMs = Math.min(...seen.map((h) => h?.expiresAtMs ?? this.now() + ttl));
+    // Moving held -> held records the new expiry, which the sweeper goes by; a decision taken meanwhile wins.
+    const r = await this.d.records.move(record.orderId, ['held'], 'held', this.now(), { set: { expiresAtMs } });
+    if (r.kind === 'moved') await this.d.records.schedule(record.orderId, expiresAtMs + s.graceMs);
+    return this.follow(decided(r, record.orderId), false, seen);
   }
 
   /** Gives back every item of a confirmed order. */
   async compensateOrder(orderId: string, reason: string): Promise<OrderResult & { already: boolean }> {
-    const id = v.requestId(orderId);
     const why = v.text('reason', reason, v.REASON_MAX);
-    let record = await this.existing(id);
+    let record = await this.existing(orderId);
+    const seen: Seen = [];
     // A confirm cut short is finished first: compensating half an order would leave the other half taken.
-    if (record.state === 'committed') record = decided(await this.finishCommit(record), id);
-    if (record.state !== 'confirmed' && record.state !== 'compensated') return { ...(await this.follow(record, true)), already: false };
-    const r = await this.d.records.move(id, ['confirmed'], 'compensated', this.now());
-    const now = decided(r, id);
-    await this.each(now, (hold) => this.d.holds.compensate(hold, why));
-    return { ...this.answer(now, r.kind !== 'moved'), already: r.kind !== 'moved' };
+    if (record.state === 'committed') record = await this.finishCommit(record, seen);
+    if (record.state !== 'confirmed' && record.state !== 'compensated')
+      return { ...(await this.follow(record, true, seen)), already: false };
+    const r = await this.d.records.move(record.orderId, ['confirmed'], 'compensated', this.now());
+    const now = decided(r, record.orderId);
+    const outcomes = await this.each(now, (hold) => this.d.holds.compensate(hold, why));
+    const answer = await this.answer(now, r.kind !== 'moved', seen);
+    answer.items.forEach((item, i) => {
+      item.compensated = outcomes[i]!;
+    });
+    return { ...answer, already: r.kind !== 'moved' };
   }
 
   /** The sweeper's step for one due order: ends what its caller left unfinished, or says when to look again. */
@@ -149,26 +176,33 @@ export class OrderService {
     const record = await this.d.records.read(orderId);
     if (!record) return 'done';
     const now = this.now();
+    const grace = this.d.settings.graceMs;
     switch (record.state) {
       case 'pending': {
-        const at = record.createdMs + record.ttlMs + this.d.settings.graceMs;
+        // Until every hold it may have taken has expired, a retry can still finish it.
+        const at = record.createdMs + record.ttlMs + grace;
         if (now < at) return { nextAtMs: at };
         const r = await this.d.records.move(orderId, ['pending'], 'aborted', now, { set: { abort: 'abandoned' } });
-        await this.follow(decided(r, orderId), true);
+        await this.follow(decided(r, orderId), true, []);
         return 'done';
       }
       case 'held': {
-        const at = (record.expiresAtMs ?? record.createdMs + record.ttlMs) + this.d.settings.graceMs;
+        const at = (record.expiresAtMs ?? record.createdMs + record.ttlMs) + grace;
         if (now < at) return { nextAtMs: at };
+        // Holds extended one by one (by hold id) are still running: look again after the last one.
+        const holds = await Promise.all(record.items.map((_, i) => this.d.holds.get(this.holdKey(record, i))));
+        const running = holds.filter((h) => h?.state === 'held').map((h) => h!.expiresAtMs);
+        if (running.length > 0) return { nextAtMs: Math.max(...running) + grace };
+        if (holds.some((h) => h?.state === 'confirmed')) return 'done';
         const r = await this.d.records.move(orderId, ['held'], 'aborted', now, { set: { abort: 'expired' } });
-        await this.follow(decided(r, orderId), true);
+        await this.follow(decided(r, orderId), true, []);
         return 'done';
       }
       case 'committed':
-        await this.finishCommit(record);
+        await this.finishCommit(record, []);
         return 'done';
       case 'aborted':
-        await this.releaseAll(record);
+        await this.releaseAll(record, []);
         return 'done';
       default:
         return 'done';
@@ -191,7 +225,7 @@ export class OrderService {
     }
     const record = opened.record;
     if (record.state === 'pending') return this.take(record, opened.kind === 'found', signal);
-    const answer = await this.follow(record, true);
+    const answer = await this.follow(record, true, []);
     // The due-list entry written above for a replay: a held order is looked at once it expires, an ended one never.
     const tidy =
       record.state === 'held' && record.expiresAtMs !== undefined
@@ -206,113 +240,113 @@ export class OrderService {
   private async take(record: OrderRecord, replayed: boolean, signal?: AbortSignal): Promise<OrderResult> {
     const takes = await Promise.all(
       record.items.map((item, i) =>
-        this.d.holds
-          .reserve(
-            {
-              couponId: item.couponId,
-              requestId: orderItemRequestId(record.orderId, i),
-              userId: record.userId,
-              quantity: item.quantity,
-              ttlMs: record.ttlMs,
-            },
-            signal,
-          )
-          .then(
-            (t): HoldTake | { kind: 'error'; err: unknown } => t,
-            (err: unknown) => ({ kind: 'error' as const, err }),
-          ),
+        this.d.holds.reserve({ ...this.holdKey(record, i), quantity: item.quantity, ttlMs: record.ttlMs }, signal).then(
+          (t): HoldTake | { kind: 'error'; err: unknown } => t,
+          (err: unknown) => ({ kind: 'error' as const, err }),
+        ),
       ),
     );
+    const seen: Seen = takes.map((t) => (t.kind === 'held' || t.kind === 'gone' ? t.hold : undefined));
     const refusedAt = takes.findIndex((t) => t.kind === 'refused');
     if (refusedAt >= 0) {
       const t = takes[refusedAt] as Extract<HoldTake, { kind: 'refused' }>;
       const refused = { index: refusedAt, couponId: record.items[refusedAt]!.couponId, reason: t.reason };
       const r = await this.d.records.move(record.orderId, ['pending'], 'aborted', this.now(), { set: { abort: 'refused', refused } });
-      return this.follow(decided(r, record.orderId), r.kind !== 'moved');
+      return this.follow(decided(r, record.orderId), r.kind !== 'moved', seen);
     }
     const gone = takes.find((t) => t.kind === 'gone');
     if (gone) {
-      // A retry after the holds ended (expired, or released by their item id): the order cannot be completed.
+      // A retry after the holds ended (expired, or released by their hold id): the order cannot be completed.
       const abort: OrderAbort = gone.end === 'released' ? 'released' : 'expired';
       const r = await this.d.records.move(record.orderId, ['pending'], 'aborted', this.now(), { set: { abort } });
-      return this.follow(decided(r, record.orderId), r.kind !== 'moved');
+      return this.follow(decided(r, record.orderId), r.kind !== 'moved', seen);
     }
     const failed = takes.find((t) => t.kind === 'error');
     // Undecided: the record stays PENDING; a retry takes the same holds again, or the sweeper aborts it.
     if (failed) throw failed.err;
-    const held = takes as Extract<HoldTake, { kind: 'held' }>[];
-    const holdIds = held.map((h) => h.holdId);
     if (record.kind === 'reserve') {
-      const expiresAtMs = Math.min(...held.map((h) => h.expiresAtMs));
+      const expiresAtMs = Math.min(...seen.map((h) => h!.expiresAtMs));
       const r = await this.d.records.move(record.orderId, ['pending'], 'held', this.now(), {
         notAfterMs: expiresAtMs,
-        set: { expiresAtMs, holdIds },
+        set: { expiresAtMs },
       });
+      if (r.kind === 'late') return this.abortExpired(record, ['pending'], seen);
       if (r.kind === 'moved') await this.d.records.schedule(record.orderId, expiresAtMs + this.d.settings.graceMs);
-      if (r.kind === 'late') return this.abortExpired(record.orderId, ['pending']);
-      return this.follow(decided(r, record.orderId), replayed || r.kind !== 'moved', holdIds);
+      return this.follow(decided(r, record.orderId), replayed || r.kind !== 'moved', seen);
     }
-    return this.commit(record, await this.lifetime(record, held), replayed, holdIds);
+    return this.commit(record, await this.lifetime(record, seen), seen, replayed);
   }
 
   /** Makes every hold live at least the commit margin (plus the sweeper's delay) from now: the earliest expiry
-   * after that, or null when a hold has already ended. */
-  private async lifetime(record: OrderRecord, held: { expiresAtMs: number }[] | null): Promise<number | null> {
+   * after that, or null when a hold has already ended. `seen` holds the expiries known (updated in place). */
+  private async lifetime(record: OrderRecord, seen: Seen): Promise<number | null> {
     const s = this.d.settings;
     const needUntil = this.now() + s.commitMarginMs + s.finishAfterMs;
-    const known = held?.map((h) => h.expiresAtMs) ?? record.items.map(() => record.expiresAtMs ?? 0);
     const expiries = await Promise.all(
       record.items.map(async (_item, i) => {
-        if (known[i]! > needUntil) return known[i]!;
+        const known = seen[i]?.expiresAtMs ?? record.expiresAtMs ?? 0;
+        if (known > needUntil) return known;
         const r = await this.d.holds.extend(this.holdKey(record, i), Math.max(record.ttlMs, s.commitMarginMs + s.finishAfterMs + 1000));
-        return r.kind === 'extended' ? r.expiresAtMs : null;
+        if (r.hold) seen[i] = r.hold;
+        return r.end === 'extended' && r.hold ? r.hold.expiresAtMs : null;
       }),
     );
     return expiries.includes(null) ? null : Math.min(...(expiries as number[]));
   }
 
   /** Records the commit (only while every hold outlives it by the margin), then confirms every hold. */
-  private async commit(record: OrderRecord, expiresAtMs: number | null, replayed: boolean, holdIds?: string[]): Promise<OrderResult> {
-    const from = record.state === 'held' ? (['held'] as const) : (['pending'] as const);
-    if (expiresAtMs === null) return this.abortExpired(record.orderId, [...from]);
-    const r = await this.d.records.move(record.orderId, [...from], 'committed', this.now(), {
+  private async commit(record: OrderRecord, expiresAtMs: number | null, seen: Seen, replayed: boolean): Promise<OrderResult> {
+    const from: ('pending' | 'held')[] = record.state === 'held' ? ['held'] : ['pending'];
+    if (expiresAtMs === null) return this.abortExpired(record, from, seen);
+    const r = await this.d.records.move(record.orderId, from, 'committed', this.now(), {
       notAfterMs: expiresAtMs - this.d.settings.commitMarginMs,
-      set: { expiresAtMs, ...(holdIds ? { holdIds } : {}) },
+      set: { expiresAtMs },
     });
-    if (r.kind === 'late') return this.abortExpired(record.orderId, [...from]);
+    if (r.kind === 'late') return this.abortExpired(record, from, seen);
     if (r.kind === 'moved') await this.d.records.schedule(record.orderId, this.now() + this.d.settings.finishAfterMs);
-    return this.follow(decided(r, record.orderId), replayed || r.kind !== 'moved', holdIds);
+    return this.follow(decided(r, record.orderId), replayed || r.kind !== 'moved', seen);
   }
 
-  private async abortExpired(orderId: string, from: ('pending' | 'held')[]): Promise<OrderResult> {
-    const r = await this.d.records.move(orderId, from, 'aborted', this.now(), { set: { abort: 'expired' } });
-    return this.follow(decided(r, orderId), r.kind !== 'moved');
+  private async abortExpired(record: OrderRecord, from: ('pending' | 'held')[], seen: Seen): Promise<OrderResult> {
+    const r = await this.d.records.move(record.orderId, from, 'aborted', this.now(), { set: { abort: 'expired' } });
+    return this.follow(decided(r, record.orderId), r.kind !== 'moved', seen);
   }
 
   /** Carries out a recorded decision (idempotently) and answers with it. */
-  private async follow(record: OrderRecord, replayed: boolean, holdIds?: string[]): Promise<OrderResult> {
-    if (record.state === 'aborted') await this.releaseAll(record);
-    if (record.state === 'committed') record = decided(await this.finishCommit(record), record.orderId);
-    return this.answer(record, replayed, holdIds);
+  private async follow(record: OrderRecord, replayed: boolean, seen: Seen): Promise<OrderResult> {
+    if (record.state === 'pending')
+      throw new DomainError('unavailable', `order ${record.orderId} is still being taken by another call; retry with the same request_id`, {
+        retryAfterMs: 100,
+      });
+    if (record.state === 'aborted') await this.releaseAll(record, seen);
+    if (record.state === 'committed') record = await this.finishCommit(record, seen);
+    return this.answer(record, replayed, seen);
   }
 
-  private async finishCommit(record: OrderRecord): Promise<OrderMoveResult> {
-    const ends = await this.each(record, (hold) => this.d.holds.confirm(hold));
-    const lost = ends.map((e, i) => ({ e, i })).filter((x) => x.e !== 'confirmed');
+  private async finishCommit(record: OrderRecord, seen: Seen): Promise<OrderRecord> {
+    const ends = await this.each(record, async (hold, i) => {
+      const r = await this.d.holds.confirm(hold);
+      if (r.hold) seen[i] = r.hold;
+      return r.end;
+    });
+    const lost = ends.map((end, i) => ({ end, i })).filter((x) => x.end !== 'confirmed');
     // Cannot happen while the margin holds (the holds outlive the commit); if it does, it must be seen.
     if (lost.length > 0)
       this.d.onError?.(
         'order confirm',
-        new Error(`order ${record.orderId}: items ${lost.map((x) => `${x.i} ${x.e}`).join(', ')} after its commit`),
+        new Error(`order ${record.orderId}: items ${lost.map((x) => `${x.i} ${x.end}`).join(', ')} after its commit`),
       );
     const r = await this.d.records.move(record.orderId, ['committed'], 'confirmed', this.now());
     await this.d.records.unschedule(record.orderId).catch((err) => this.d.onError?.('order unschedule', err));
-    return r;
+    return decided(r, record.orderId);
   }
 
-  private async releaseAll(record: OrderRecord): Promise<void> {
+  private async releaseAll(record: OrderRecord, seen: Seen): Promise<void> {
     try {
-      await this.each(record, (hold) => this.d.holds.release(hold, `order ${record.orderId} ${record.abort ?? 'aborted'}`));
+      await this.each(record, async (hold, i) => {
+        const r = await this.d.holds.release(hold, `order ${record.orderId} ${record.abort ?? 'aborted'}`);
+        if (r.hold) seen[i] = r.hold;
+      });
       await this.d.records.unschedule(record.orderId);
     } catch (err) {
       // The holds expire anyway; the sweeper tries again meanwhile.
@@ -321,25 +355,35 @@ export class OrderService {
   }
 
   /** Runs `step` on every item's hold at once; throws the first failure after all have settled. */
-  private async each<T>(record: OrderRecord, step: (hold: HoldKey) => Promise<T>): Promise<T[]> {
-    const settled = await Promise.allSettled(record.items.map((_, i) => step(this.holdKey(record, i))));
+  private async each<T>(record: OrderRecord, step: (hold: HoldKey, index: number) => Promise<T>): Promise<T[]> {
+    const settled = await Promise.allSettled(record.items.map((_, i) => step(this.holdKey(record, i), i)));
     const failed = settled.find((s) => s.status === 'rejected');
     if (failed) throw failed.reason;
     return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
   }
 
   private holdKey(record: OrderRecord, index: number): HoldKey {
-    return { couponId: record.items[index]!.couponId, requestId: orderItemRequestId(record.orderId, index) };
+    return { couponId: record.items[index]!.couponId, requestId: orderItemRequestId(record.orderId, index), userId: record.userId };
   }
 
-  private answer(record: OrderRecord, replayed: boolean, holdIds?: string[]): OrderResult {
-    const ids = holdIds ?? record.holdIds;
+  /** The answer: the record's outcome, and each item's hold (read for those this call has not seen). */
+  private async answer(record: OrderRecord, replayed: boolean, seen: Seen): Promise<OrderResult> {
     const outcome: OrderOutcome =
       record.state === 'aborted'
         ? ABORT_OUTCOME[record.abort ?? 'released']
-        : record.state === 'held' || record.state === 'compensated' || record.state === 'pending'
+        : record.state === 'held' || record.state === 'compensated'
           ? record.state
           : 'confirmed';
+    const holds = await Promise.all(
+      record.items.map((_, i) =>
+        seen[i] !== undefined
+          ? seen[i]
+          : this.d.holds.get(this.holdKey(record, i)).then(
+              (h) => h ?? undefined,
+              () => undefined,
+            ),
+      ),
+    );
     return {
       orderId: record.orderId,
       outcome,
@@ -351,14 +395,15 @@ export class OrderService {
         couponId: item.couponId,
         quantity: item.quantity,
         requestId: orderItemRequestId(record.orderId, index),
-        ...(ids?.[index] ? { holdId: ids[index] } : {}),
+        ...(holds[index] ? { hold: holds[index] } : {}),
       })),
     };
   }
 
   private async existing(orderId: string): Promise<OrderRecord> {
-    const record = await this.d.records.read(orderId);
-    if (!record) throw new DomainError('not_found', `no order with request_id ${orderId} (unknown, or older than the idempotency window)`);
+    const id = v.id('order_id', orderId, v.REQUEST_ID_MAX);
+    const record = await this.d.records.read(id);
+    if (!record) throw new DomainError('not_found', `no order with request_id ${id} (unknown, or older than the idempotency window)`);
     return record;
   }
 

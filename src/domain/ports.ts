@@ -2,6 +2,7 @@
 // src/redis, src/db and src/settlement; the use cases never see a client library type.
 
 import type { Coupon, SaleSettings, ShardRef } from './model.js';
+import type { Hold } from './holds.js';
 
 // Adapters implement these over the domain's own types; re-exported so they need one import.
 export type { Coupon, SaleSettings, ShardRef } from './model.js';
@@ -193,27 +194,30 @@ export type HoldRefusal = 'sold_out' | 'insufficient' | 'user_limit_exceeded' | 
 /** How a hold ended (or 'not_held': no hold under that request id). */
 export type HoldEnd = 'confirmed' | 'released' | 'expired' | 'not_held';
 
-/** One item's hold, named by its coupon and its (derived) request id. */
+/** One item's hold, named by its coupon, its (derived) request id and the order's user (which, on a limited
+ * coupon, decides the shard it lives on). */
 export interface HoldKey {
   couponId: string;
   requestId: string;
+  userId: string;
 }
 
 export type HoldTake =
-  | { kind: 'held'; holdId: string; expiresAtMs: number }
+  | { kind: 'held'; hold: Hold }
   | { kind: 'refused'; reason: HoldRefusal }
   /** A replay of a hold that is no longer held. */
-  | { kind: 'gone'; end: Exclude<HoldEnd, 'not_held'> };
+  | { kind: 'gone'; end: Exclude<HoldEnd, 'not_held'>; hold: Hold };
 
-/** What an order needs from holds: each call is one atomic, idempotent step on one coupon. */
+/** What an order needs from holds (src/domain/holds.ts): each call is one atomic, idempotent step on one coupon. */
 export interface OrderHolds {
-  reserve(item: HoldKey & { userId: string; quantity: number; ttlMs: number }, signal?: AbortSignal): Promise<HoldTake>;
+  reserve(item: HoldKey & { quantity: number; ttlMs: number }, signal?: AbortSignal): Promise<HoldTake>;
   /** 'confirmed' also when it was confirmed before. */
-  confirm(hold: HoldKey): Promise<HoldEnd>;
+  confirm(hold: HoldKey): Promise<{ end: HoldEnd; hold?: Hold | undefined }>;
   /** 'released' also when it was released before. */
-  release(hold: HoldKey, reason: string): Promise<HoldEnd>;
-  extend(hold: HoldKey, ttlMs: number): Promise<{ kind: 'extended'; expiresAtMs: number } | { kind: 'ended'; end: HoldEnd }>;
-  /** Gives a confirmed hold's units back. */
+  release(hold: HoldKey, reason: string): Promise<{ end: HoldEnd; hold?: Hold | undefined }>;
+  extend(hold: HoldKey, ttlMs: number): Promise<{ end: HoldEnd | 'extended'; hold?: Hold | undefined }>;
+  get(hold: HoldKey): Promise<Hold | null>;
+  /** Gives a confirmed hold's units back (a Compensate of its deduction). */
   compensate(hold: HoldKey, reason: string): Promise<'compensated' | 'already_compensated' | 'not_deducted'>;
 }
 
@@ -248,8 +252,6 @@ export interface OrderRecord {
   expiresAtMs?: number;
   abort?: OrderAbort;
   refused?: OrderRefused;
-  /** The items' hold ids, once all were held. */
-  holdIds?: string[];
 }
 
 export type OrderOpenResult =
@@ -276,7 +278,7 @@ export interface OrderRecords {
     from: OrderState[],
     to: OrderState,
     nowMs: number,
-    opts?: { notAfterMs?: number; set?: Partial<Pick<OrderRecord, 'expiresAtMs' | 'abort' | 'refused' | 'holdIds'>> },
+    opts?: { notAfterMs?: number; set?: Partial<Pick<OrderRecord, 'expiresAtMs' | 'abort' | 'refused'>> },
   ): Promise<OrderMoveResult>;
   read(orderId: string): Promise<OrderRecord | null>;
   /** The sweeper's due-lists: when to look at an order next (upsert). */

@@ -3,9 +3,9 @@
 import type { Cluster } from 'ioredis';
 import { fnv1a } from '../domain/routing.js';
 import type { OrderMoveResult, OrderOpenResult, OrderRecord, OrderRecords, OrderState } from '../domain/ports.js';
-import { scriptFn } from './cluster.js';
 import { ORDER_DUE_LISTS, orderDueKey, orderKey } from './keys.js';
 import type { ReplicaAck } from './replica-ack.js';
+import { Scripts } from './scripts.js';
 
 export interface RedisOrderRecordsOptions {
   namespace: string;
@@ -17,8 +17,7 @@ export interface RedisOrderRecordsOptions {
 }
 
 export class RedisOrderRecords implements OrderRecords {
-  private readonly openScript;
-  private readonly moveScript;
+  private readonly scripts: Scripts;
   /** The due-list each pass starts at, rotated so a busy list does not starve the others. */
   private nextList = 0;
 
@@ -26,21 +25,16 @@ export class RedisOrderRecords implements OrderRecords {
     private readonly redis: Cluster,
     private readonly options: RedisOrderRecordsOptions,
   ) {
-    this.openScript = scriptFn(redis, 'orderOpen');
-    this.moveScript = scriptFn(redis, 'orderMove');
+    this.scripts = new Scripts(redis, options.namespace);
   }
 
   async open(spec: Pick<OrderRecord, 'orderId' | 'kind' | 'userId' | 'items' | 'ttlMs'>, nowMs: number): Promise<OrderOpenResult> {
     const key = orderKey(this.options.namespace, spec.orderId);
     const owner = this.beforeWrite(key);
     const items = JSON.stringify(spec.items.map((i) => ({ couponId: i.couponId, quantity: i.quantity })));
-    const r = (await this.openScript(key, spec.kind, spec.userId, items, spec.ttlMs, nowMs, this.options.idempotencyWindowS)) as (
-      | string
-      | number
-    )[];
-    const code = Number(r[0]);
-    if (code === -3) return { kind: 'conflict', field: r[1] as 'kind' | 'user_id' | 'items', recorded: String(r[2]) };
-    if (code === 0) {
+    const r = await this.scripts.orderOpen(spec.orderId, { ...spec, items }, nowMs, this.options.idempotencyWindowS);
+    if (r.kind === 'conflict') return { kind: 'conflict', field: r.field as 'kind' | 'user_id' | 'items', recorded: r.recorded };
+    if (r.kind === 'created') {
       await this.replicated(key, owner);
       return {
         kind: 'created',
@@ -56,7 +50,7 @@ export class RedisOrderRecords implements OrderRecords {
       };
     }
     await this.vouch(key, owner);
-    return { kind: 'found', record: parseRecord(spec.orderId, r.slice(1) as string[]) };
+    return { kind: 'found', record: parseRecord(spec.orderId, r.fields) };
   }
 
   async move(
@@ -64,7 +58,7 @@ export class RedisOrderRecords implements OrderRecords {
     from: OrderState[],
     to: OrderState,
     nowMs: number,
-    opts: { notAfterMs?: number; set?: Partial<Pick<OrderRecord, 'expiresAtMs' | 'abort' | 'refused' | 'holdIds'>> } = {},
+    opts: { notAfterMs?: number; set?: Partial<Pick<OrderRecord, 'expiresAtMs' | 'abort' | 'refused'>> } = {},
   ): Promise<OrderMoveResult> {
     const key = orderKey(this.options.namespace, orderId);
     const set: (string | number)[] = [];
@@ -72,19 +66,17 @@ export class RedisOrderRecords implements OrderRecords {
     if (s.expiresAtMs !== undefined) set.push('x', s.expiresAtMs);
     if (s.abort !== undefined) set.push('ab', s.abort);
     if (s.refused !== undefined) set.push('rf', JSON.stringify(s.refused));
-    if (s.holdIds !== undefined) set.push('h', JSON.stringify(s.holdIds));
     const owner = this.beforeWrite(key);
-    const r = (await this.moveScript(key, from.join(','), to, nowMs, opts.notAfterMs ?? 0, ...set)) as (string | number)[];
-    const code = Number(r[0]);
-    if (code === -4) return { kind: 'missing' };
-    const record = parseRecord(orderId, r.slice(1) as string[]);
-    if (code === 0) {
+    const r = await this.scripts.orderMove(orderId, from, to, nowMs, opts.notAfterMs ?? 0, set);
+    if (r.kind === 'missing') return r;
+    const record = parseRecord(orderId, r.fields);
+    if (r.kind === 'moved') {
       await this.replicated(key, owner);
       return { kind: 'moved', record };
     }
     // Someone else's decision is followed only once it is as durable as our own would have been.
     await this.vouch(key, owner);
-    return { kind: code === -1 ? 'late' : 'other', record };
+    return { kind: r.kind, record };
   }
 
   async read(orderId: string): Promise<OrderRecord | null> {
@@ -156,6 +148,5 @@ function parseRecord(orderId: string, flat: string[]): OrderRecord {
   if (expiresAtMs !== undefined) record.expiresAtMs = expiresAtMs;
   if (f.has('ab')) record.abort = f.get('ab') as OrderRecord['abort'] & string;
   if (f.has('rf')) record.refused = JSON.parse(f.get('rf')!);
-  if (f.has('h')) record.holdIds = JSON.parse(f.get('h')!);
   return record;
 }

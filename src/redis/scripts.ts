@@ -6,7 +6,7 @@
 import type { Cluster } from 'ioredis';
 import type { CompensateScriptResult, Credit, DeductScriptInput, DeductScriptResult, ShardRef } from '../domain/ports.js';
 import type { LiveShard } from '../recovery/recovery-plan.js';
-import { RELAY_GROUP, shardKeys, type ShardKeys } from './keys.js';
+import { orderKey, RELAY_GROUP, shardKeys, type ShardKeys } from './keys.js';
 
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 type Reply = (string | number | null)[];
@@ -51,6 +51,8 @@ export class Scripts {
     shardRebuild: ScriptFn;
     recordRestore: ScriptFn;
     refuseMark: ScriptFn;
+    orderOpen: ScriptFn;
+    orderMove: ScriptFn;
   };
 
   constructor(
@@ -72,6 +74,8 @@ export class Scripts {
       shardRebuild: scriptFn(redis, 'shardRebuild'),
       recordRestore: scriptFn(redis, 'recordRestore'),
       refuseMark: scriptFn(redis, 'refuseMark'),
+      orderOpen: scriptFn(redis, 'orderOpen'),
+      orderMove: scriptFn(redis, 'orderMove'),
     };
   }
 
@@ -255,6 +259,48 @@ export class Scripts {
   /** refuse-mark-1.lua: false when the record is gone. */
   async refuseMark(shard: ShardRef, requestId: string): Promise<boolean> {
     return Number(await this.fn.refuseMark(this.keys(shard).request(requestId))) === 1;
+  }
+
+  /** order-open-1.lua: created, the existing record's fields (HGETALL), or the field a reuse differs in. */
+  async orderOpen(
+    orderId: string,
+    spec: { kind: string; userId: string; items: string; ttlMs: number },
+    nowMs: number,
+    windowS: number,
+  ): Promise<{ kind: 'created' } | { kind: 'found'; fields: string[] } | { kind: 'conflict'; field: string; recorded: string }> {
+    const r = (await this.fn.orderOpen(
+      orderKey(this.namespace, orderId),
+      spec.kind,
+      spec.userId,
+      spec.items,
+      spec.ttlMs,
+      nowMs,
+      windowS,
+    )) as Reply;
+    const code = Number(r[0]);
+    if (code === 0) return { kind: 'created' };
+    if (code === 1) return { kind: 'found', fields: r.slice(1).map(String) };
+    if (code === -3) return { kind: 'conflict', field: String(r[1]), recorded: String(r[2]) };
+    throw new Error(`order-open-1.lua returned unknown code ${code}`);
+  }
+
+  /** order-move-1.lua: the record's fields (HGETALL) after the attempt, and whether it moved. */
+  async orderMove(
+    orderId: string,
+    from: string[],
+    to: string,
+    nowMs: number,
+    notAfterMs: number,
+    set: (string | number)[],
+  ): Promise<{ kind: 'moved' | 'late' | 'other'; fields: string[] } | { kind: 'missing' }> {
+    const r = (await this.fn.orderMove(orderKey(this.namespace, orderId), from.join(','), to, nowMs, notAfterMs, ...set)) as Reply;
+    const code = Number(r[0]);
+    if (code === -4) return { kind: 'missing' };
+    const fields = r.slice(1).map(String);
+    if (code === 0) return { kind: 'moved', fields };
+    if (code === -1) return { kind: 'late', fields };
+    if (code === 1) return { kind: 'other', fields };
+    throw new Error(`order-move-1.lua returned unknown code ${code}`);
   }
 }
 

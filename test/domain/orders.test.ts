@@ -158,7 +158,7 @@ describe('OrderService over fakes', () => {
       ),
     );
     expect(r).toMatchObject({ outcome: 'held', expiresAtMs: t.clock.now() + 60_000 });
-    expect(r.items.map((i) => i.holdId)).toEqual(['a|o1:0', 'b|o1:1']);
+    expect(r.items.map((i) => i.hold?.holdId)).toEqual(['a/0/o1:0', 'b/0/o1:1']);
     expect([t.units('a'), t.units('b')]).toEqual([
       { available: 4, held: 1, deducted: 0 },
       { available: 3, held: 2, deducted: 0 },
@@ -232,6 +232,34 @@ describe('OrderService over fakes', () => {
     expect([t.units('a'), t.units('b')]).toEqual([
       { available: 4, held: 0, deducted: 1 },
       { available: 4, held: 0, deducted: 1 },
+    ]);
+  });
+
+  it('when a reserved order is extended, then the sweeper leaves it until its new expiry, then records it expired and nothing is taken', async () => {
+    const t = setup({ a: 5, b: 5 });
+    await t.orders.reserveOrder(
+      order(
+        'o1',
+        [
+          ['a', 1],
+          ['b', 1],
+        ],
+        'u1',
+        10_000,
+      ),
+    );
+    t.clock.advance(8_000);
+    expect(await t.orders.extendOrder('o1', 20_000)).toMatchObject({ outcome: 'held', expiresAtMs: t.clock.now() + 20_000 });
+    t.clock.advance(10_000);
+    expect(await t.sweeper.sweep()).toBe(0);
+    expect([t.units('a').held, t.units('b').held]).toEqual([1, 1]);
+    t.clock.advance(10_000 + SETTINGS.graceMs);
+    expect(await t.sweeper.sweep()).toBe(1);
+    expect(await t.orders.confirmOrder('o1')).toMatchObject({ outcome: 'expired', replayed: true });
+    expect(await t.orders.extendOrder('o1', 20_000)).toMatchObject({ outcome: 'expired' });
+    expect([t.units('a'), t.units('b')]).toEqual([
+      { available: 5, held: 0, deducted: 0 },
+      { available: 5, held: 0, deducted: 0 },
     ]);
   });
 
@@ -485,7 +513,7 @@ describe('OrderService over fakes', () => {
     ]);
     // Every confirmed order has all three items confirmed, every refused one none.
     for (const r of results) {
-      const states = r.items.map((it) => t.holds.holds.get(`${it.couponId}|${orderItemRequestId(r.orderId, it.index)}`)?.state ?? 'none');
+      const states = r.items.map((it) => t.holds.holds.get(`${it.couponId}/0/${orderItemRequestId(r.orderId, it.index)}`)?.state ?? 'none');
       if (r.outcome === 'confirmed') expect(states).toEqual(['confirmed', 'confirmed', 'confirmed']);
       else expect(states.every((s) => s === 'released' || s === 'none')).toBe(true);
     }

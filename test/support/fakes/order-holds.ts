@@ -2,6 +2,7 @@
 // FakeOrderHolds keeps stock per coupon and holds per (coupon, request id) with an expiry on the test's clock;
 // FakeOrderRecords reproduces order-open-1.lua and order-move-1.lua step by step. `failNext` injects a
 // failure (a crash or a lost connection) into the next call of one kind for one item.
+import { type Hold, holdIdOf } from '../../../src/domain/holds.js';
 import type {
   HoldEnd,
   HoldKey,
@@ -15,11 +16,7 @@ import type {
   OrderState,
 } from '../../../src/domain/ports.js';
 
-interface FakeHold {
-  userId: string;
-  quantity: number;
-  expiresAtMs: number;
-  state: 'held' | 'confirmed' | 'released' | 'expired';
+interface FakeHold extends Hold {
   compensated: boolean;
 }
 
@@ -30,6 +27,7 @@ export class FakeOrderHolds implements OrderHolds {
   readonly available = new Map<string, number>();
   /** Units confirmed (deducted) per coupon. */
   readonly deducted = new Map<string, number>();
+  /** By hold id (`<coupon>/0/<request id>`: one shard per coupon here). */
   readonly holds = new Map<string, FakeHold>();
   readonly limits = new Map<string, number>();
   private readonly failures: { step: Step; requestId: string }[] = [];
@@ -51,17 +49,16 @@ export class FakeOrderHolds implements OrderHolds {
   held(couponId: string): number {
     this.expire();
     let n = 0;
-    for (const [k, h] of this.holds) if (k.startsWith(`${couponId}|`) && h.state === 'held') n += h.quantity;
+    for (const h of this.holds.values()) if (h.couponId === couponId && h.state === 'held') n += h.quantity;
     return n;
   }
 
   /** What holds' expiry does on its own: every hold past its expiry gives its units back, once. */
   expire(): void {
-    for (const [k, h] of this.holds) {
+    for (const h of this.holds.values()) {
       if (h.state === 'held' && this.now() >= h.expiresAtMs) {
         h.state = 'expired';
-        const coupon = k.split('|')[0]!;
-        this.available.set(coupon, this.available.get(coupon)! + h.quantity);
+        this.available.set(h.couponId, this.available.get(h.couponId)! + h.quantity);
       }
     }
   }
@@ -77,82 +74,87 @@ export class FakeOrderHolds implements OrderHolds {
     this.expire();
   }
 
-  async reserve(item: HoldKey & { userId: string; quantity: number; ttlMs: number }): Promise<HoldTake> {
+  private find(key: HoldKey): FakeHold | undefined {
+    return this.holds.get(holdIdOf(key.couponId, 0, key.requestId));
+  }
+
+  async reserve(item: HoldKey & { quantity: number; ttlMs: number }): Promise<HoldTake> {
     await this.step('reserve', item.requestId);
-    const key = `${item.couponId}|${item.requestId}`;
-    const h = this.holds.get(key);
-    if (h)
-      return h.state === 'held'
-        ? { kind: 'held', holdId: key, expiresAtMs: h.expiresAtMs }
-        : h.state === 'confirmed'
-          ? { kind: 'gone', end: 'confirmed' }
-          : { kind: 'gone', end: h.state };
+    const h = this.find(item);
+    if (h) return h.state === 'held' ? { kind: 'held', hold: { ...h } } : { kind: 'gone', end: h.state, hold: { ...h } };
     const available = this.available.get(item.couponId);
     if (available === undefined) throw new Error(`no coupon ${item.couponId}`);
     const limit = this.limits.get(item.couponId) ?? 0;
     if (limit > 0) {
       let mine = 0;
-      for (const [k, x] of this.holds)
-        if (
-          k.startsWith(`${item.couponId}|`) &&
-          x.userId === item.userId &&
-          (x.state === 'held' || x.state === 'confirmed') &&
-          !x.compensated
-        )
+      for (const x of this.holds.values())
+        if (x.couponId === item.couponId && x.userId === item.userId && (x.state === 'held' || x.state === 'confirmed') && !x.compensated)
           mine += x.quantity;
       if (mine + item.quantity > limit) return { kind: 'refused', reason: 'user_limit_exceeded' };
     }
     if (available < item.quantity) return { kind: 'refused', reason: (available === 0 ? 'sold_out' : 'insufficient') as HoldRefusal };
     this.available.set(item.couponId, available - item.quantity);
     const hold: FakeHold = {
+      holdId: holdIdOf(item.couponId, 0, item.requestId),
+      couponId: item.couponId,
+      requestId: item.requestId,
       userId: item.userId,
       quantity: item.quantity,
+      confirmed: 0,
+      shard: 0,
       expiresAtMs: this.now() + item.ttlMs,
       state: 'held',
       compensated: false,
     };
-    this.holds.set(key, hold);
-    return { kind: 'held', holdId: key, expiresAtMs: hold.expiresAtMs };
+    this.holds.set(hold.holdId, hold);
+    return { kind: 'held', hold: { ...hold } };
   }
 
-  async confirm(hold: HoldKey): Promise<HoldEnd> {
-    await this.step('confirm', hold.requestId);
-    const h = this.holds.get(`${hold.couponId}|${hold.requestId}`);
-    if (!h) return 'not_held';
+  async confirm(key: HoldKey): Promise<{ end: HoldEnd; hold?: Hold }> {
+    await this.step('confirm', key.requestId);
+    const h = this.find(key);
+    if (!h) return { end: 'not_held' };
     if (h.state === 'held') {
       h.state = 'confirmed';
-      this.deducted.set(hold.couponId, this.deducted.get(hold.couponId)! + h.quantity);
+      h.confirmed = h.quantity;
+      this.deducted.set(h.couponId, this.deducted.get(h.couponId)! + h.quantity);
     }
-    return h.state;
+    return { end: h.state, hold: { ...h } };
   }
 
-  async release(hold: HoldKey): Promise<HoldEnd> {
-    await this.step('release', hold.requestId);
-    const h = this.holds.get(`${hold.couponId}|${hold.requestId}`);
-    if (!h) return 'not_held';
+  async release(key: HoldKey): Promise<{ end: HoldEnd; hold?: Hold }> {
+    await this.step('release', key.requestId);
+    const h = this.find(key);
+    if (!h) return { end: 'not_held' };
     if (h.state === 'held') {
       h.state = 'released';
-      this.available.set(hold.couponId, this.available.get(hold.couponId)! + h.quantity);
+      this.available.set(h.couponId, this.available.get(h.couponId)! + h.quantity);
     }
-    return h.state;
+    return { end: h.state, hold: { ...h } };
   }
 
-  async extend(hold: HoldKey, ttlMs: number): Promise<{ kind: 'extended'; expiresAtMs: number } | { kind: 'ended'; end: HoldEnd }> {
-    await this.step('extend', hold.requestId);
-    const h = this.holds.get(`${hold.couponId}|${hold.requestId}`);
-    if (!h) return { kind: 'ended', end: 'not_held' };
-    if (h.state !== 'held') return { kind: 'ended', end: h.state };
+  async extend(key: HoldKey, ttlMs: number): Promise<{ end: HoldEnd | 'extended'; hold?: Hold }> {
+    await this.step('extend', key.requestId);
+    const h = this.find(key);
+    if (!h) return { end: 'not_held' };
+    if (h.state !== 'held') return { end: h.state, hold: { ...h } };
     h.expiresAtMs = this.now() + ttlMs;
-    return { kind: 'extended', expiresAtMs: h.expiresAtMs };
+    return { end: 'extended', hold: { ...h } };
   }
 
-  async compensate(hold: HoldKey): Promise<'compensated' | 'already_compensated' | 'not_deducted'> {
-    const h = this.holds.get(`${hold.couponId}|${hold.requestId}`);
+  async get(key: HoldKey): Promise<Hold | null> {
+    this.expire();
+    const h = this.find(key);
+    return h ? { ...h } : null;
+  }
+
+  async compensate(key: HoldKey): Promise<'compensated' | 'already_compensated' | 'not_deducted'> {
+    const h = this.find(key);
     if (h?.state !== 'confirmed') return 'not_deducted';
     if (h.compensated) return 'already_compensated';
     h.compensated = true;
-    this.deducted.set(hold.couponId, this.deducted.get(hold.couponId)! - h.quantity);
-    this.available.set(hold.couponId, this.available.get(hold.couponId)! + h.quantity);
+    this.deducted.set(h.couponId, this.deducted.get(h.couponId)! - h.quantity);
+    this.available.set(h.couponId, this.available.get(h.couponId)! + h.quantity);
     return 'compensated';
   }
 }
@@ -181,7 +183,7 @@ export class FakeOrderRecords implements OrderRecords {
     from: OrderState[],
     to: OrderState,
     nowMs: number,
-    opts: { notAfterMs?: number; set?: Partial<Pick<OrderRecord, 'expiresAtMs' | 'abort' | 'refused' | 'holdIds'>> } = {},
+    opts: { notAfterMs?: number; set?: Partial<Pick<OrderRecord, 'expiresAtMs' | 'abort' | 'refused'>> } = {},
   ): Promise<OrderMoveResult> {
     await new Promise((r) => setImmediate(r));
     const r = this.records.get(orderId);
