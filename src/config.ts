@@ -42,6 +42,15 @@ export interface Config {
   /** SHARDSTOCK_HOLD_SWEEP_MS — how often every instance looks for expired holds (they are released within
    * about this much of their expiry, whichever instance made them). Default 250. */
   holdSweepMs: number;
+  /** SHARDSTOCK_MAX_ORDER_ITEMS — the most items one ReserveOrder or DeductOrder may list. Default 32. */
+  maxOrderItems: number;
+  /** SHARDSTOCK_ORDER_COMMIT_MARGIN_MS — an order is committed only while each of its holds has at least this
+   * long to live (holds about to expire are extended first): time for its confirms, even by a retry or the
+   * order sweeper after a crash, and room for clock skew between instances. Default 5000. */
+  orderCommitMarginMs: number;
+  /** SHARDSTOCK_ORDER_SWEEP_MS — how often every instance looks for orders their caller left unfinished (a
+   * committed order whose confirms were cut short is finished about this long after the commit). Default 500. */
+  orderSweepMs: number;
   /** SHARDSTOCK_SOLD_OUT_TTL_MS — how long an instance trusts its own "sold out" flag before asking Redis again (NATS tells it sooner). Default 2000. */
   soldOutTtlMs: number;
   /** SHARDSTOCK_ACK_LEVEL — `replica` (reply after the write reached a replica, WAIT) or `leader`. Default replica. */
@@ -432,6 +441,9 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     idempotencyWindowS: int(env, 'SHARDSTOCK_IDEMPOTENCY_WINDOW_S', 86_400, 1, 90 * 86_400),
     ...holdTtl(env),
     holdSweepMs: int(env, 'SHARDSTOCK_HOLD_SWEEP_MS', 250, 10, 60_000),
+    maxOrderItems: int(env, 'SHARDSTOCK_MAX_ORDER_ITEMS', 32, 1, 1000),
+    orderCommitMarginMs: int(env, 'SHARDSTOCK_ORDER_COMMIT_MARGIN_MS', 5000, 100, 600_000),
+    orderSweepMs: int(env, 'SHARDSTOCK_ORDER_SWEEP_MS', 500, 10, 60_000),
     soldOutTtlMs: int(env, 'SHARDSTOCK_SOLD_OUT_TTL_MS', 2000, 0, 600_000),
     ackLevel,
     waitTimeoutMs: int(env, 'SHARDSTOCK_WAIT_TIMEOUT_MS', 200, 1, 60_000),

@@ -76,6 +76,24 @@ Exit 0 for compensated / already_compensated, 3 when that request never deducted
 
 ${COMMON_HELP}`;
 
+export const ORDER_SUMMARY = 'take several coupons at once, all or nothing (or confirm / release an order)';
+export const ORDER_HELP = `Usage:
+  shardstock order <coupon-id>[=Q] [<coupon-id>[=Q] ...] [--reserve] [--ttl MS] [--user U] [--request-id ID]
+  shardstock order --confirm <order-id>
+  shardstock order --release <order-id> [--reason TEXT]
+  shardstock order --extend <order-id> [--ttl MS]
+  shardstock order --compensate <order-id> [--reason TEXT]
+
+One order of several items (Q units of each coupon, default 1): every item is taken or none is, even across
+shards and Redis masters. Without --reserve the items are deducted (DeductOrder); with --reserve they are held
+until --ttl ms (ReserveOrder; 0 = the server default): confirm the order after payment, release it when payment
+fails, or let it expire. The answer names the refused item and why (sold_out, insufficient,
+user_limit_exceeded). An order id is made up and printed when not given: re-run with --request-id <it> to retry
+safely (a replay returns the original outcome and never takes the items twice).
+Exit 0 when the order (or the step) succeeded, 3 when the service said no (refused, expired, released).
+
+${COMMON_HELP}`;
+
 export const WATCH_SUMMARY = "live view of a coupon's stock level";
 export const WATCH_HELP = `Usage:
   shardstock watch <coupon-id> [--interval MS] [--count N] [--no-fallback]

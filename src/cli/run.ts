@@ -16,6 +16,7 @@ export const COMMANDS: Command[] = [
     help: help.COMPENSATE_HELP,
     load: async () => (await import('./commands/compensate.js')).run,
   },
+  { name: 'order', summary: help.ORDER_SUMMARY, help: help.ORDER_HELP, load: async () => (await import('./commands/order.js')).run },
   { name: 'watch', summary: help.WATCH_SUMMARY, help: help.WATCH_HELP, load: async () => (await import('./commands/watch.js')).run },
   {
     name: 'reconcile',

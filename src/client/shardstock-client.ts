@@ -40,6 +40,10 @@ import type {
   ReleaseResponse,
   ReserveRequestSchema,
   ReserveResponse,
+  DeductOrderRequestSchema,
+  DeductOrderResponse,
+  ReserveOrderRequestSchema,
+  ReserveOrderResponse,
 } from '../gen/inventory/v1/inventory_pb.js';
 import { ShardstockCallError, PlaintextTokenError } from './call-error.js';
 import { createInventoryClient, type CallOptions as AttemptOptions } from './grpc-client.js';
@@ -137,6 +141,9 @@ export interface ShardstockClient {
   confirm(req: Req<typeof ConfirmRequestSchema>, o?: CallOptions): Promise<ConfirmResponse & Counted>;
   release(req: Req<typeof ReleaseRequestSchema>, o?: CallOptions): Promise<ReleaseResponse & Counted>;
   extendHold(req: Req<typeof ExtendHoldRequestSchema>, o?: CallOptions): Promise<ExtendHoldResponse & Counted>;
+  /** All-or-nothing orders; `requestId` (the order's id) is made when not given and returned. Retried with it. */
+  reserveOrder(req: Req<typeof ReserveOrderRequestSchema>, o?: CallOptions): Promise<ReserveOrderResponse & Attempted>;
+  deductOrder(req: Req<typeof DeductOrderRequestSchema>, o?: CallOptions): Promise<DeductOrderResponse & Attempted>;
   /** The current level, then every change. A stream broken by a transport failure is opened again (its
    * first message is the level at that moment, so nothing is missed for a level view); `deadlineMs` is
    * ignored unless given per call. Stop by leaving the loop or aborting the signal. */
@@ -321,6 +328,20 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
     confirm: (req, o) => unary('Confirm', true, undefined, (a) => raw.confirm(req, a), o),
     release: (req, o) => unary('Release', true, undefined, (a) => raw.release(req, a), o),
     extendHold: (req, o) => unary('ExtendHold', true, undefined, (a) => raw.extendHold(req, a), o),
+    reserveOrder(req, o) {
+      const requestId = req.requestId || randomUUID();
+      return withId(
+        requestId,
+        unary('ReserveOrder', true, requestId, (a) => raw.reserveOrder({ ...req, requestId }, a), o),
+      );
+    },
+    deductOrder(req, o) {
+      const requestId = req.requestId || randomUUID();
+      return withId(
+        requestId,
+        unary('DeductOrder', true, requestId, (a) => raw.deductOrder({ ...req, requestId }, a), o),
+      );
+    },
     watchStock(req, o) {
       const signal = o?.signal;
       const metadata = headers(undefined, o?.metadata);

@@ -81,6 +81,16 @@ import type { CompensateOutcome as DomainCompensateOutcome, CompensateService } 
 import type { DeductOutcome as DomainDeductOutcome, DeductService } from '../domain/deduct.js';
 import { DomainError } from '../domain/errors.js';
 import type { Reconciliation } from '../domain/reconcile-types.js';
+import type { OrderService } from '../domain/orders.js';
+import {
+  compensateOrderMessage,
+  confirmOrderMessage,
+  deductOrderMessage,
+  extendOrderMessage,
+  orderInput,
+  releaseOrderMessage,
+  reserveOrderMessage,
+} from './order-messages.js';
 
 export interface CallContext {
   /** Aborted when the client cancels, disconnects or its deadline passes. */
@@ -120,6 +130,7 @@ export interface HandlerDeps {
   sale?: SaleControl | undefined;
   audit?: AuditService | undefined;
   holds?: H.Holds | undefined;
+  orders?: OrderService | undefined;
 }
 
 const DEDUCT_OUTCOMES: Record<DomainDeductOutcome, DeductOutcome> = {
@@ -193,8 +204,15 @@ export function holdMessage(h: H.Hold | undefined): HoldMsg | undefined {
   });
 }
 
-/** The order variants of Confirm / Release / ExtendHold / Compensate are served by the orders use case. */
-const noOrders = () => new DomainError('unimplemented', 'orders are not served by this instance yet');
+/** An order's answer, or null when there is no such order (answered NOT_FOUND in the RPC's own outcome). */
+async function orNotFound<T>(call: Promise<T>): Promise<T | null> {
+  try {
+    return await call;
+  } catch (err) {
+    if (err instanceof DomainError && err.kind === 'not_found') return null;
+    throw err;
+  }
+}
 
 export function levelMessage(l: StockLevel): StockLevelMsg {
   return create(StockLevelSchema, {
@@ -224,6 +242,10 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
   const holds = () => {
     if (!d.holds) throw new DomainError('unimplemented', 'holds are not served by this instance');
     return d.holds;
+  };
+  const orders = () => {
+    if (!d.orders) throw new DomainError('unimplemented', 'orders are not served by this instance');
+    return d.orders;
   };
   const saleNow = (s: SaleSettings) => saleMessage(saleView(s, d.admin.now()));
   return {
@@ -274,7 +296,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async compensate(req, ctx) {
-      if (req.orderId !== '') throw noOrders();
+      if (req.orderId !== '') return compensateOrderMessage(await orNotFound(orders().compensateOrder(req.orderId, req.reason)));
       const r = await d.compensate.compensate({ couponId: req.couponId, requestId: req.requestId, reason: req.reason }, ctx.signal);
       return create(CompensateResponseSchema, { outcome: COMPENSATE_OUTCOMES[r.outcome], remaining: BigInt(r.remaining) });
     },
@@ -323,7 +345,8 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async confirm(req, ctx) {
-      if (req.target.case !== 'holdId') throw noOrders();
+      if (req.target.case === 'orderId') return confirmOrderMessage(await orNotFound(orders().confirmOrder(req.target.value)));
+      if (req.target.case !== 'holdId') throw new DomainError('invalid_argument', 'hold_id: is required (or order_id)');
       const r = await holds().confirm(req.target.value, req.quantity, ctx.signal);
       return create(ConfirmResponseSchema, {
         outcome: CONFIRM_OUTCOMES[r.outcome],
@@ -334,7 +357,8 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async release(req, ctx) {
-      if (req.target.case !== 'holdId') throw noOrders();
+      if (req.target.case === 'orderId') return releaseOrderMessage(await orNotFound(orders().releaseOrder(req.target.value, req.reason)));
+      if (req.target.case !== 'holdId') throw new DomainError('invalid_argument', 'hold_id: is required (or order_id)');
       const r = await holds().release(req.target.value, req.reason, ctx.signal);
       return create(ReleaseResponseSchema, {
         outcome: RELEASE_OUTCOMES[r.outcome],
@@ -344,17 +368,18 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async extendHold(req, ctx) {
-      if (req.target.case !== 'holdId') throw noOrders();
+      if (req.target.case === 'orderId') return extendOrderMessage(await orNotFound(orders().extendOrder(req.target.value, req.ttlMs)));
+      if (req.target.case !== 'holdId') throw new DomainError('invalid_argument', 'hold_id: is required (or order_id)');
       const r = await holds().extend(req.target.value, req.ttlMs, ctx.signal);
       return create(ExtendHoldResponseSchema, { outcome: EXTEND_OUTCOMES[r.outcome], hold: holdMessage(r.hold) });
     },
 
-    async reserveOrder() {
-      throw noOrders();
+    async reserveOrder(req, ctx) {
+      return reserveOrderMessage(await orders().reserveOrder(orderInput(req), ctx.signal));
     },
 
-    async deductOrder() {
-      throw noOrders();
+    async deductOrder(req, ctx) {
+      return deductOrderMessage(await orders().deductOrder(orderInput(req), ctx.signal));
     },
 
     async *watchStock(req, ctx) {
