@@ -140,7 +140,7 @@ export function extendOrderMessage(r: OrderResult | null): ExtendHoldResponse {
 }
 
 export function compensateOrderMessage(r: (OrderResult & { already: boolean }) | null): CompensateResponse {
-  if (!r || r.outcome !== 'compensated')
+  if (r?.outcome !== 'compensated')
     return create(CompensateResponseSchema, { outcome: CompensateOutcome.NOT_DEDUCTED, items: r ? items(r) : [] });
   return create(CompensateResponseSchema, {
     outcome: r.already ? CompensateOutcome.ALREADY_COMPENSATED : CompensateOutcome.COMPENSATED,
