@@ -27,7 +27,8 @@
     { 2, remaining, compensated }      replay of a recorded deduction (compensated: 1 if given back since)
     {-1, avail, epoch }                the shard holds fewer than `quantity` units; epoch: its recovery epoch
     {-2, held }                        the user already holds `held` units; quantity would pass the limit
-    {-3, field, recorded }             request_id was first used with another user_id or quantity
+    {-3, field, recorded }             request_id was first used with another user_id or quantity, or by a
+                                       Reserve (field 'kind', recorded 'reserve')
     {-4 }                              the shard hash is missing (evicted or lost): recover the coupon, then retry
     {-5, waitMs }                      the coupon is paused for recovery (shard-pause-1.lua); retry after waitMs
     {-7 }                              a recovery ran since the credits were planned: none applied. It counted
@@ -73,7 +74,9 @@ if #ARGV >= 12 then
   redis.call('ZREMRANGEBYSCORE', creditsKey, '-inf', nowMs - creditRetentionMs)
 end
 
-local recorded = redis.call('HMGET', requestKey, 'u', 'q', 'r', 'c')
+local recorded = redis.call('HMGET', requestKey, 'u', 'q', 'r', 'c', 'h')
+-- A hold's record (hold-reserve-5.lua), even a confirmed one: the request id belongs to a Reserve.
+if recorded[5] then return { -3, 'kind', 'reserve' } end
 if recorded[2] then
   if recorded[1] ~= userId then return { -3, 'user_id', recorded[1] } end
   if tonumber(recorded[2]) ~= quantity then return { -3, 'quantity', recorded[2] } end

@@ -11,7 +11,9 @@
   ARGV[3] mode         'new': start a pause; 'extend': prolong our own pause, which must not have lapsed
 
   Returns
-    { 1, avail, transit, net }  paused (or extended); the shard's figures as of now, frozen until resumed
+    { 1, avail, transit, net, held }  paused (or extended); the shard's figures as of now, frozen until
+                                      resumed (held: units in open holds, which hold scripts leave alone
+                                      while paused too)
     { 0 }                       the shard hash is missing
     {-5, waitMs }               'new': another holder's pause is active
     {-6 }                       'extend': our pause lapsed or was replaced: what we read may have changed
@@ -22,7 +24,7 @@ local token = ARGV[1]
 local holdMs = tonumber(ARGV[2])
 local mode = ARGV[3]
 
-local s = redis.call('HMGET', shardKey, 'avail', 'transit', 'net', 'pz', 'pt')
+local s = redis.call('HMGET', shardKey, 'avail', 'transit', 'net', 'pz', 'pt', 'held')
 if not s[1] then
   if mode == 'extend' then return { -6 } end
   return { 0 }
@@ -35,4 +37,4 @@ elseif active and s[5] ~= token then
   return { -5, tonumber(s[4]) - now }
 end
 redis.call('HSET', shardKey, 'pz', now + holdMs, 'pt', token)
-return { 1, tonumber(s[1]), tonumber(s[2] or '0'), tonumber(s[3] or '0') }
+return { 1, tonumber(s[1]), tonumber(s[2] or '0'), tonumber(s[3] or '0'), tonumber(s[6] or '0') }

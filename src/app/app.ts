@@ -18,6 +18,8 @@ import type { FailoverFence } from '../redis/failover-fence.js';
 import type { RedisStockStore } from '../redis/stock-store.js';
 import type { Settlement } from '../settlement/settlement.js';
 import { createHandlers } from '../transport/handlers.js';
+import type { HoldService } from '../domain/hold-service.js';
+import type { HoldSweeper } from '../domain/hold-sweeper.js';
 import { uiRoutes } from '../ui/ui-routes.js';
 import { backgroundErrors, createLogger, type Logger } from '../util/logger.js';
 import type { ChangeAnnouncer } from '../watch/change-announcer.js';
@@ -44,6 +46,8 @@ export interface App {
   repo: CouponRepository;
   admin: CouponAdmin;
   deduct: DeductService;
+  holds: HoldService;
+  holdSweeper: HoldSweeper;
   /** Failover fence (SHARDSTOCK_FAILOVER_FENCE), undefined when off. */
   fence: FailoverFence | undefined;
   /** Auth, rate limits and load shedding in front of both ports. */
@@ -73,8 +77,8 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
   const gate = callGate(config, (reason, transport) => refused(transport === 'grpc' ? 'grpc' : 'http')(reason));
   const guard = guards(gate);
   const domain = buildDomain(config, conns, { log, metrics, onError, now: options.now ?? Date.now });
-  const { admin, deduct, compensate, watch, levels, changes, lowStock, stockEvents, settlement, sale, audit } = domain;
-  const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler, sale, audit });
+  const { admin, deduct, compensate, watch, levels, changes, lowStock, stockEvents, settlement, sale, audit, holds } = domain;
+  const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler, sale, audit, holds });
 
   const readiness = dependencyReadiness(conns);
   registerAppMetrics(metrics, {
@@ -146,6 +150,8 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     repo: domain.repo,
     admin,
     deduct,
+    holds,
+    holdSweeper: domain.holdSweeper,
     fence: domain.fence,
     gate,
     metrics,

@@ -8,8 +8,11 @@ import { CouponAdmin } from '../domain/admin.js';
 import { CompensateService } from '../domain/compensate.js';
 import { CouponCatalog } from '../domain/coupon-catalog.js';
 import { DeductService } from '../domain/deduct.js';
+import { HoldService } from '../domain/hold-service.js';
+import { HoldSweeper } from '../domain/hold-sweeper.js';
+import { RedisHoldStore } from '../redis/hold-store.js';
 import { MoveSweeper } from '../domain/move-sweeper.js';
-import type { CouponRepository, StockStore } from '../domain/ports.js';
+import type { CouponRepository, HoldStore, StockStore } from '../domain/ports.js';
 import { ShardReloader } from '../domain/shard-reloader.js';
 import { SoldOutCache } from '../domain/sold-out-cache.js';
 import { NatsStockSignals } from '../nats/stock-signals.js';
@@ -149,6 +152,25 @@ export function buildDomain(
   const sale = new SaleControl({ repo: guardErrors(new MikroSaleRepository(orm), 'the database'), catalog, signals: saleSignals, changes });
   const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);
   const sweeper = new MoveSweeper(guardedStore, reloader);
+  const holdStore = new RedisHoldStore(redis, {
+    namespace: config.namespace,
+    idempotencyWindowS: config.idempotencyWindowS,
+    replicaAck,
+    fence,
+  });
+  const guardedHolds: HoldStore = guardErrors(holdStore, 'Redis');
+  const holds = new HoldService(
+    deduct,
+    catalog,
+    guardedHolds,
+    reloader,
+    soldOut,
+    signals,
+    { minMs: config.holdTtlMinMs, maxMs: config.holdTtlMaxMs, defaultMs: config.holdTtlDefaultMs },
+    config.maxQuantity,
+    changes,
+  );
+  const holdSweeper = new HoldSweeper(holdStore, soldOut, signals, changes, onError);
   const watch = new WatchService({
     coupon: (id) => catalog.get(id),
     readLevel: (id) => admin.level(id, true),
@@ -180,6 +202,8 @@ export function buildDomain(
     deduct,
     compensate,
     sweeper,
+    holds,
+    holdSweeper,
     watch,
     sale,
     audit,

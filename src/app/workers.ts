@@ -6,14 +6,19 @@ import type { Domain } from './domain.js';
 
 /** A restock younger than this is still being applied by its own call. */
 const RESTOCK_GRACE_MS = 10_000;
+/** How often the hold sweeper's backstop looks at every active coupon's shards (index entries lost in a crash). */
+const HOLD_FULL_PASS_MS = 30_000;
 
 export async function startWorkers(
   config: Readonly<Config>,
   domain: Domain,
   onError: (what: string, err: unknown) => void,
 ): Promise<Periodic[]> {
-  const { admin, catalog, sweeper, settlement } = domain;
+  const { admin, catalog, sweeper, settlement, holdSweeper } = domain;
   const workers: Periodic[] = [];
+  // Every instance expires holds, whatever its roles: a hold must not depend on the instance that made it.
+  workers.push(new Periodic('hold sweep', config.holdSweepMs, () => holdSweeper.sweep(), onError).start());
+  workers.push(new Periodic('hold full pass', HOLD_FULL_PASS_MS, () => holdSweeper.fullPass(catalog.active()), onError).start());
   if (config.workers.has('sweep')) {
     const sweep = async () => {
       for (const coupon of catalog.active()) await sweeper.sweep(coupon);

@@ -109,8 +109,13 @@ export class CouponAdmin {
     // at all, depending on when each shard is read, so a sum of shard reads is never exact during a sale.
     // The net counters change only with real deductions and compensations: total − Σnet is exact.
     let deducted = 0;
-    for (const s of shards) deducted += s.net;
-    const available = Math.max(0, coupon.totalStock - deducted);
+    let held = 0;
+    for (const s of shards) {
+      deducted += s.net;
+      held += s.held ?? 0;
+    }
+    // Held units are exact too (only hold scripts move them, each on its own shard).
+    const available = Math.max(0, coupon.totalStock - deducted - held);
     const settledNet = coupon.totalStock - coupon.settledRemaining;
     return {
       couponId: coupon.id,
@@ -120,10 +125,16 @@ export class CouponAdmin {
       settledRemaining: coupon.settledRemaining,
       pendingSettlement: Math.max(0, deducted - settledNet),
       soldOut: available === 0,
+      held,
       // A move's transit counter drops only when the source is acknowledged, after the target already
       // received (and maybe sold) the units: units in transit are part of `available`, never more than it.
       shards: includeShards
-        ? shards.map((s) => ({ index: s.index, available: s.available ?? 0, inTransit: Math.min(s.inTransit, available) }))
+        ? shards.map((s) => ({
+            index: s.index,
+            available: s.available ?? 0,
+            inTransit: Math.min(s.inTransit, available),
+            held: s.held ?? 0,
+          }))
         : [],
       observedAt: new Date(),
       sale: saleView(coupon.sale, this.now()),

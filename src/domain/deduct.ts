@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { DomainError, invalid } from './errors.js';
 import type { Coupon, DeductInput } from './model.js';
-import type { Credit, ShardLevel, StockChanges, StockStore } from './ports.js';
+import type { Credit, HoldStore, ShardLevel, StockChanges, StockStore } from './ports.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
@@ -34,6 +34,15 @@ export interface DeductResult {
   shard: number;
   /** Units the caller holds after the call: the quantity (or less, with allowPartial) when deducted, else 0. */
   granted: number;
+  /** A new hold's expiry (Reserve), on the Redis server's clock. */
+  expiresAtMs?: number;
+}
+
+/** Reserve takes its units exactly as Deduct does (routing, claims, fallback moves, sold-out fast path), with
+ * hold-reserve-5.lua in place of deduct-5.lua: src/domain/hold-service.ts passes this. */
+export interface HoldTake {
+  ttlMs: number;
+  store: HoldStore;
 }
 
 export interface DeductStats {
@@ -65,7 +74,7 @@ export class DeductService {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async deduct(input: DeductInput, signal?: AbortSignal): Promise<DeductResult> {
+  async deduct(input: DeductInput, signal?: AbortSignal, hold?: HoldTake): Promise<DeductResult> {
     const couponId = v.couponId(input.couponId);
     const requestId = v.requestId(input.requestId);
     const userId = v.optionalId('user_id', input.userId, v.USER_ID_MAX) ?? '';
@@ -112,6 +121,15 @@ export class DeductService {
     const partial = input.allowPartial === true;
     if (this.soldOut.isSoldOut(couponId)) {
       this.stats.soldOutFastPath++;
+      if (hold) {
+        // A retried Reserve must find its hold, as a retried Deduct finds its deduction.
+        const h = await hold.store.read(homeRef, requestId);
+        if (!h) return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
+        if (h.userId !== userId) throw conflict(requestId, 'user_id', h.userId);
+        if (h.quantity !== quantity) throw conflict(requestId, 'quantity', String(h.quantity));
+        await keepClaim();
+        return { outcome: 'deducted', replayed: true, remaining: h.remaining, shard: home, granted: h.quantity };
+      }
       // One plain read keeps replays truthful: a retried request that deducted before the sell-out must get
       // its DEDUCTED back, or its unit would be stranded with a caller who believes it failed.
       const rec = await this.store.readRequest(homeRef, requestId);
@@ -136,7 +154,9 @@ export class DeductService {
     for (let round = 0; round < MAX_ROUNDS; round++) {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
-      const r = await this.store.deduct(homeRef, { ...req, quantity: want }, credits, creditEpoch);
+      const r = hold
+        ? await hold.store.reserve(homeRef, { ...req, quantity: want, ttlMs: hold.ttlMs }, credits, creditEpoch)
+        : await this.store.deduct(homeRef, { ...req, quantity: want }, credits, creditEpoch);
       if (r.kind === 'stale_credits') {
         // Not acknowledged: a live source keeps the units in transit until the sweeper lands them.
         credits = [];
@@ -167,7 +187,7 @@ export class DeductService {
           // A re-check of an expired sold-out flag found stock (a missed signal): stop refusing.
           this.soldOut.clear(couponId);
           await keepClaim();
-          return { outcome: 'deducted', replayed: false, remaining: r.remaining, shard: home, granted: want };
+          return { outcome: 'deducted', replayed: false, remaining: r.remaining, shard: home, granted: want, expiresAtMs: r.expiresAtMs };
         case 'replay':
           await keepClaim();
           return { outcome: 'deducted', replayed: true, compensated: r.compensated, remaining: r.remaining, shard: home, granted: want };
@@ -322,7 +342,12 @@ export function paused(couponId: string, waitMs: number): DomainError {
   });
 }
 
-function conflict(requestId: string, field: 'user_id' | 'quantity', recorded: string): DomainError {
+function conflict(requestId: string, field: 'user_id' | 'quantity' | 'kind', recorded: string): DomainError {
+  if (field === 'kind')
+    return new DomainError(
+      'failed_precondition',
+      `request_id ${requestId} was already used by a ${recorded === 'reserve' ? 'Reserve' : 'Deduct'}; use a new request_id`,
+    );
   return new DomainError(
     'failed_precondition',
     `request_id ${requestId} was already used with a different ${field} (recorded: ${JSON.stringify(recorded)}); use a new request_id`,

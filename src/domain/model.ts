@@ -52,7 +52,9 @@ export interface StockLevel {
   settledRemaining: number;
   pendingSettlement: number;
   soldOut: boolean;
-  shards: { index: number; available: number; inTransit: number }[];
+  /** Units in open holds: neither available nor deducted (absent: none). */
+  held?: number;
+  shards: { index: number; available: number; inTransit: number; held?: number }[];
   observedAt: Date;
   /** Absent only in levels built by hand (tests). */
   sale?: SaleView;

@@ -21,12 +21,14 @@ export interface Credit {
 }
 
 export type DeductScriptResult =
-  | { kind: 'deducted'; remaining: number }
+  /** expiresAtMs: set by a Reserve (hold-reserve-5.lua), on the Redis server's clock. */
+  | { kind: 'deducted'; remaining: number; expiresAtMs?: number }
   | { kind: 'replay'; remaining: number; compensated: boolean }
   /** epoch: the shard's recovery epoch, under which fallback credits for it are planned. */
   | { kind: 'short'; available: number; epoch: string }
   | { kind: 'user_limit'; held: number }
-  | { kind: 'conflict'; field: 'user_id' | 'quantity'; recorded: string }
+  /** field 'kind': the request id was used by the other of Deduct and Reserve (recorded: which). */
+  | { kind: 'conflict'; field: 'user_id' | 'quantity' | 'kind'; recorded: string }
   | { kind: 'missing' }
   | { kind: 'paused'; waitMs: number }
   /** A recovery ran since the credits were planned: none applied; drop them (the sweeper lands live moves). */
@@ -45,6 +47,8 @@ export interface ShardLevel {
   available: number | null;
   inTransit: number;
   net: number;
+  /** Units in open holds (Reserve): neither available nor deducted. */
+  held?: number;
   /** Set while writes to the shard are refused (its master just changed): when to try again. */
   fencedRetryAfterMs?: number;
 }
@@ -286,4 +290,75 @@ export interface OrderRecords {
   unschedule(orderId: string): Promise<void>;
   /** Order ids whose time has come, a few from each due-list. */
   due(nowMs: number, limit: number): Promise<string[]>;
+}
+
+// ---- Holds (src/domain/hold-service.ts over src/redis/hold-store.ts) ----
+
+export type HoldConfirmReply =
+  | { kind: 'confirmed' | 'replay'; kept: number; released: number }
+  | { kind: 'not_found' }
+  | { kind: 'released' }
+  | { kind: 'missing' }
+  | { kind: 'expired'; released: number }
+  | { kind: 'conflict'; recorded: number }
+  | { kind: 'paused'; waitMs: number }
+  | { kind: 'too_many'; held: number };
+
+export type HoldReleaseReply =
+  | { kind: 'released' | 'expired'; released: number }
+  | { kind: 'already_released' }
+  | { kind: 'not_found' }
+  | { kind: 'confirmed' }
+  | { kind: 'missing' }
+  | { kind: 'paused'; waitMs: number };
+
+export type HoldExtendReply =
+  | { kind: 'extended'; expiresAtMs: number }
+  | { kind: 'not_found' }
+  | { kind: 'confirmed' }
+  | { kind: 'expired' }
+  | { kind: 'released' }
+  | { kind: 'missing' }
+  | { kind: 'paused'; waitMs: number };
+
+/** A hold as its request record keeps it (state: h held, c confirmed, r released, x expired). */
+export interface HoldRecord {
+  userId: string;
+  /** Units reserved. */
+  quantity: number;
+  /** Units confirmed (state c). */
+  confirmed: number;
+  state: 'h' | 'c' | 'r' | 'x';
+  expiresAtMs: number;
+  remaining: number;
+}
+
+/** Holds in Redis: each call one atomic script on the hold's shard; expiry judged by the Redis server's clock. */
+export interface HoldStore {
+  /** Like StockStore.deduct, for a hold of input.ttlMs: 'deducted' carries expiresAtMs; 'replay' = the hold exists. */
+  reserve(
+    shard: ShardRef,
+    input: DeductScriptInput & { ttlMs: number },
+    credits: Credit[],
+    creditEpoch?: string,
+  ): Promise<DeductScriptResult>;
+  /** null: no hold recorded under the request id (a Deduct's record is not one). */
+  read(shard: ShardRef, requestId: string): Promise<HoldRecord | null>;
+  /** keep: units to confirm, 0 = all. */
+  confirm(shard: ShardRef, requestId: string, userId: string, keep: number): Promise<HoldConfirmReply>;
+  release(shard: ShardRef, requestId: string, userId: string): Promise<HoldReleaseReply>;
+  extend(shard: ShardRef, requestId: string, ttlMs: number): Promise<HoldExtendReply>;
+  /** Puts the shard in the index sweepers visit (before and after a Reserve). */
+  index(shard: ShardRef): Promise<void>;
+}
+
+/** What a hold sweeper needs (src/domain/hold-sweeper.ts): the shards that may have open holds, the due ones
+ * on a shard (by the Redis server's clock), and the atomic expiry of one (units given back; 0: nothing to do). */
+export interface HoldExpiry {
+  indexed(): Promise<ShardRef[]>;
+  due(shard: ShardRef, limit: number): Promise<{ open: number; due: string[] }>;
+  expire(shard: ShardRef, member: string): Promise<number | 'missing' | 'paused'>;
+  unindexIfEmpty(shard: ShardRef): Promise<void>;
+  /** Puts back in the index every given shard that has open holds; returns how many were missing from it. */
+  reindex(shards: ShardRef[]): Promise<number>;
 }

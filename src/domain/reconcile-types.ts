@@ -8,7 +8,10 @@ export interface Reconciliation {
   ledgerCompensated: number;
   ledgerRestocked: number;
   settledRemaining: number;
+  /** Available + in transit + held: every unit the shards keep out of MySQL's remaining. */
   redisAvailable: number;
+  /** Units in open holds (part of redisAvailable). */
+  redisHeld?: number;
   redisNetDeducted: number;
   inFlightNet: number;
   outboxEvents: number;

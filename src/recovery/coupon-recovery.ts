@@ -348,7 +348,7 @@ export class CouponRecoveryService implements CouponRecovery {
       restoredUsers?: number;
     },
   ): RecoveryReport {
-    const heldBefore = r.plan?.heldBefore ?? r.live.reduce((s, l) => s + l.available + l.inTransit, 0);
+    const heldBefore = r.plan?.heldBefore ?? r.live.reduce((s, l) => s + l.available + l.inTransit + (l.held ?? 0), 0);
     return {
       couponId: coupon.id,
       rebuiltShards: r.missing,

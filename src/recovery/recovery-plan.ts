@@ -17,6 +17,8 @@ export interface LiveShard {
   available: number;
   inTransit: number;
   net: number;
+  /** Units in open holds: kept out of available but still MySQL's remaining, so they count against the bound. */
+  held?: number;
 }
 
 export interface RecoveryInput {
@@ -41,7 +43,7 @@ export interface RecoveryPlan {
 
 export function planRecovery(input: RecoveryInput): RecoveryPlan {
   const bound = Math.max(0, input.bound);
-  const held = input.live.reduce((sum, s) => sum + s.available + s.inTransit, 0);
+  const held = input.live.reduce((sum, s) => sum + s.available + s.inTransit + (s.held ?? 0), 0);
   const plan: RecoveryPlan = { rebuild: [], adjust: [], heldBefore: held, unreachableSurplus: 0 };
 
   if (held > bound) {

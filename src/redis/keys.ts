@@ -23,6 +23,9 @@ export interface ShardKeys {
   /** string: touched (at `replica` ack level) by an answer that vouches for an earlier write without writing
    *  itself (a replay, ALREADY_COMPENSATED), so that the WAIT after it covers that write (stock-store.ts) */
   ack: string;
+  /** sorted set "<requestId>|<userId>" -> expiresMs (Redis server clock): the shard's open holds (Reserve),
+   *  what any instance's sweeper expires (lua/hold-*.lua) */
+  holds: string;
 }
 
 export function shardKeys(namespace: string, tag: string): ShardKeys {
@@ -36,6 +39,7 @@ export function shardKeys(namespace: string, tag: string): ShardKeys {
     moves: `${base}:moves`,
     credits: `${base}:credits`,
     ack: `${base}:ack`,
+    holds: `${base}:holds`,
   };
 }
 
@@ -71,4 +75,13 @@ export const ORDER_DUE_LISTS = 16;
 /** sorted set of order ids scored by when the sweeper should look at the order next (src/domain/order-sweeper.ts). */
 export function orderDueKey(namespace: string, list: number): string {
   return `${namespace}:orders:due:{od${list}}`;
+}
+
+/** How many set keys the index of shards with open holds is spread over (each in its own slot). */
+export const HOLD_INDEX_PARTS = 8;
+
+/** set per part: "<couponId>|<index>|<tag>" of every shard that may have open holds, so that sweepers visit
+ *  only those (src/redis/hold-store.ts); part = a hash of the tag. */
+export function holdIndexKey(namespace: string, part: number): string {
+  return `${namespace}:holdidx:{${part}}`;
 }

@@ -4,7 +4,16 @@
 // recovery-store.ts, settlement's refusal-store.ts) keep their domain-facing roles — replica acks, the
 // failover fence — and call these; nothing else calls a script.
 import type { Cluster } from 'ioredis';
-import type { CompensateScriptResult, Credit, DeductScriptInput, DeductScriptResult, ShardRef } from '../domain/ports.js';
+import type {
+  CompensateScriptResult,
+  Credit,
+  DeductScriptInput,
+  DeductScriptResult,
+  HoldConfirmReply,
+  HoldExtendReply,
+  HoldReleaseReply,
+  ShardRef,
+} from '../domain/ports.js';
 import type { LiveShard } from '../recovery/recovery-plan.js';
 import { orderKey, RELAY_GROUP, shardKeys, type ShardKeys } from './keys.js';
 
@@ -53,6 +62,12 @@ export class Scripts {
     refuseMark: ScriptFn;
     orderOpen: ScriptFn;
     orderMove: ScriptFn;
+    holdReserve: ScriptFn;
+    holdConfirm: ScriptFn;
+    holdRelease: ScriptFn;
+    holdExtend: ScriptFn;
+    holdExpire: ScriptFn;
+    holdDue: ScriptFn;
   };
 
   constructor(
@@ -76,6 +91,12 @@ export class Scripts {
       refuseMark: scriptFn(redis, 'refuseMark'),
       orderOpen: scriptFn(redis, 'orderOpen'),
       orderMove: scriptFn(redis, 'orderMove'),
+      holdReserve: scriptFn(redis, 'holdReserve'),
+      holdConfirm: scriptFn(redis, 'holdConfirm'),
+      holdRelease: scriptFn(redis, 'holdRelease'),
+      holdExtend: scriptFn(redis, 'holdExtend'),
+      holdExpire: scriptFn(redis, 'holdExpire'),
+      holdDue: scriptFn(redis, 'holdDue'),
     };
   }
 
@@ -125,6 +146,118 @@ export class Scripts {
     ];
     for (const c of credits) args.push(c.id, c.quantity);
     return parseDeduct((await this.fn.deduct(...args)) as Reply);
+  }
+
+  /** hold-reserve-5.lua: the same results as deduct-5.lua; a new hold carries its expiry. A replay of a hold
+   * is 'replay' (its state is read with readHold). */
+  async holdReserve(
+    shard: ShardRef,
+    input: DeductScriptInput & { ttlMs: number },
+    windowS: number,
+    credits: readonly Credit[],
+    creditEpoch: string,
+    creditRetentionMs: number,
+  ): Promise<DeductScriptResult> {
+    const k = this.keys(shard);
+    const args: (string | number)[] = [
+      k.shard,
+      k.request(input.requestId),
+      k.user(input.userId || '-'),
+      k.credits,
+      k.holds,
+      input.requestId,
+      input.userId,
+      input.quantity,
+      input.perUserLimit,
+      windowS,
+      shard.index,
+      input.ttlMs,
+      Date.now(),
+      creditRetentionMs,
+      creditEpoch,
+    ];
+    for (const c of credits) args.push(c.id, c.quantity);
+    const r = (await this.fn.holdReserve(...args)) as Reply;
+    if (Number(r[0]) === 1) return { kind: 'deducted', remaining: Number(r[1]), expiresAtMs: Number(r[2]) };
+    if (Number(r[0]) === 2) return { kind: 'replay', remaining: Number(r[1]), compensated: false };
+    return parseDeduct(r);
+  }
+
+  /** hold-confirm-5.lua. */
+  async holdConfirm(shard: ShardRef, requestId: string, userId: string, keep: number): Promise<HoldConfirmReply> {
+    const k = this.keys(shard);
+    const r = (await this.fn.holdConfirm(
+      k.shard,
+      k.request(requestId),
+      k.user(userId || '-'),
+      k.outbox,
+      k.holds,
+      requestId,
+      keep,
+      shard.couponId,
+      shard.index,
+      Date.now(),
+    )) as Reply;
+    const code = Number(r[0]);
+    if (code === 1) return { kind: 'confirmed', kept: Number(r[1]), released: Number(r[2]) };
+    if (code === 2) return { kind: 'replay', kept: Number(r[1]), released: Number(r[2]) };
+    if (code === 3) return { kind: 'not_found' };
+    if (code === 4) return { kind: 'released' };
+    if (code === 5) return { kind: 'expired', released: Number(r[1]) };
+    if (code === -3) return { kind: 'conflict', recorded: Number(r[1]) };
+    if (code === -4) return { kind: 'missing' };
+    if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
+    if (code === -6) return { kind: 'too_many', held: Number(r[1]) };
+    throw new Error(`hold-confirm-5.lua returned unknown code ${code}`);
+  }
+
+  /** hold-release-4.lua. */
+  async holdRelease(shard: ShardRef, requestId: string, userId: string): Promise<HoldReleaseReply> {
+    const k = this.keys(shard);
+    const r = (await this.fn.holdRelease(k.shard, k.request(requestId), k.user(userId || '-'), k.holds, requestId)) as Reply;
+    const code = Number(r[0]);
+    if (code === 1) return { kind: 'released', released: Number(r[1]) };
+    if (code === 2) return { kind: 'already_released' };
+    if (code === 3) return { kind: 'not_found' };
+    if (code === 4) return { kind: 'confirmed' };
+    if (code === 5) return { kind: 'expired', released: Number(r[1]) };
+    if (code === -4) return { kind: 'missing' };
+    if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
+    throw new Error(`hold-release-4.lua returned unknown code ${code}`);
+  }
+
+  /** hold-extend-3.lua. */
+  async holdExtend(shard: ShardRef, requestId: string, ttlMs: number, windowS: number): Promise<HoldExtendReply> {
+    const k = this.keys(shard);
+    const r = (await this.fn.holdExtend(k.shard, k.request(requestId), k.holds, requestId, ttlMs, windowS)) as Reply;
+    const code = Number(r[0]);
+    if (code === 1) return { kind: 'extended', expiresAtMs: Number(r[1]) };
+    if (code === 3) return { kind: 'not_found' };
+    if (code === 4) return { kind: 'confirmed' };
+    if (code === 5) return { kind: 'expired' };
+    if (code === 6) return { kind: 'released' };
+    if (code === -4) return { kind: 'missing' };
+    if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
+    throw new Error(`hold-extend-3.lua returned unknown code ${code}`);
+  }
+
+  /** hold-due-1.lua: open holds on the shard, and up to `limit` due ones ("<requestId>|<userId>"). */
+  async holdDue(shard: ShardRef, limit: number): Promise<{ open: number; due: string[] }> {
+    const r = (await this.fn.holdDue(this.keys(shard).holds, limit)) as Reply;
+    return { open: Number(r[0]), due: r.slice(1).map(String) };
+  }
+
+  /** hold-expire-4.lua: units given back (0: nothing to do), or why it could not run now. */
+  async holdExpire(shard: ShardRef, member: string): Promise<number | 'missing' | 'paused'> {
+    const k = this.keys(shard);
+    const bar = member.indexOf('|');
+    const requestId = member.slice(0, bar);
+    const userId = member.slice(bar + 1);
+    const r = (await this.fn.holdExpire(k.shard, k.request(requestId), k.user(userId || '-'), k.holds, member)) as Reply;
+    const code = Number(r[0]);
+    if (code === -4) return 'missing';
+    if (code === -5) return 'paused';
+    return code === 1 ? Number(r[1]) : 0;
   }
 
   /** compensate-4.lua. */
@@ -198,7 +331,10 @@ export class Scripts {
     const r = (await this.fn.shardPause(this.keys(shard).shard, token, holdMs, mode)) as number[];
     const code = Number(r[0]);
     if (code === 1) {
-      return { kind: 'paused', shard: { index: shard.index, available: Number(r[1]), inTransit: Number(r[2]), net: Number(r[3]) } };
+      return {
+        kind: 'paused',
+        shard: { index: shard.index, available: Number(r[1]), inTransit: Number(r[2]), net: Number(r[3]), held: Number(r[4] ?? 0) },
+      };
     }
     if (code === 0) return { kind: 'missing' };
     if (code === -5) return { kind: 'busy', waitMs: Number(r[1]) };
@@ -310,11 +446,15 @@ function parseDeduct(r: Reply): DeductScriptResult {
   if (code === 2) return { kind: 'replay', remaining: Number(r[1]), compensated: Number(r[2]) === 1 };
   if (code === -1) return { kind: 'short', available: Number(r[1]), epoch: String(r[2] ?? '') };
   if (code === -2) return { kind: 'user_limit', held: Number(r[1]) };
-  if (code === -3) return { kind: 'conflict', field: r[1] === 'user_id' ? 'user_id' : 'quantity', recorded: String(r[2] ?? '') };
+  if (code === -3) return { kind: 'conflict', field: conflictField(r[1]), recorded: String(r[2] ?? '') };
   if (code === -4) return { kind: 'missing' };
   if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
   if (code === -7) return { kind: 'stale_credits' };
   throw new Error(`deduct-5.lua returned unknown code ${code}`);
+}
+
+function conflictField(f: unknown): 'user_id' | 'quantity' | 'kind' {
+  return f === 'user_id' ? 'user_id' : f === 'kind' ? 'kind' : 'quantity';
 }
 
 function parseCompensate(r: Reply): CompensateScriptResult {

@@ -223,7 +223,13 @@ export function levelMessage(l: StockLevel): StockLevelMsg {
     settledRemaining: BigInt(l.settledRemaining),
     pendingSettlement: BigInt(l.pendingSettlement),
     soldOut: l.soldOut,
-    shards: l.shards.map((s) => ({ index: s.index, available: BigInt(s.available), inTransit: BigInt(s.inTransit) })),
+    held: BigInt(l.held ?? 0),
+    shards: l.shards.map((s) => ({
+      index: s.index,
+      available: BigInt(s.available),
+      inTransit: BigInt(s.inTransit),
+      held: BigInt(s.held ?? 0),
+    })),
     observedAt: timestampFromDate(l.observedAt),
     sale: saleMessage(l.sale),
   });
@@ -406,6 +412,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
         ledgerRestocked: BigInt(r.ledgerRestocked),
         settledRemaining: BigInt(r.settledRemaining),
         redisAvailable: BigInt(r.redisAvailable),
+        redisHeld: BigInt(r.redisHeld ?? 0),
         redisNetDeducted: BigInt(r.redisNetDeducted),
         inFlightNet: BigInt(r.inFlightNet),
         outboxEvents: BigInt(r.outboxEvents),

@@ -17,7 +17,8 @@ export interface FeedTiming {
 /** What makes two levels different to a watcher (observedAt aside). */
 export function levelSignature(l: StockLevel): string {
   let s = `${l.totalStock}|${l.available}|${l.deducted}|${l.settledRemaining}|${l.pendingSettlement}|`;
-  for (const sh of l.shards) s += `${sh.available}:${sh.inTransit},`;
+  s += `${l.held ?? 0}|`;
+  for (const sh of l.shards) s += `${sh.available}:${sh.inTransit}:${sh.held ?? 0},`;
   if (l.sale) s += `|${l.sale.status}:${l.sale.startsAt}:${l.sale.endsAt}`;
   return s;
 }

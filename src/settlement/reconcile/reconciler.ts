@@ -44,8 +44,11 @@ export class Reconciler {
     const flight = InFlight.figures(snap, view);
     let redisAvailable = 0;
     let redisNetDeducted = 0;
+    let redisHeld = 0;
     for (const l of snap.levels) {
-      redisAvailable += (l.available ?? 0) + l.inTransit;
+      // Held units are still MySQL's remaining (only a confirmation is a deduction): counted with the shards.
+      redisAvailable += (l.available ?? 0) + l.inTransit + (l.held ?? 0);
+      redisHeld += l.held ?? 0;
       redisNetDeducted += l.net;
     }
     const { settledRemaining, totalStock } = view.coupon;
@@ -59,6 +62,7 @@ export class Reconciler {
       ledgerRestocked: view.sums.restocked,
       settledRemaining,
       redisAvailable,
+      redisHeld,
       redisNetDeducted,
       inFlightNet: flight.net,
       outboxEvents: flight.outboxEvents,

@@ -1,0 +1,74 @@
+// Expires holds on every instance, so that a hold is given back within about one sweep interval of its expiry
+// even when the instance that made it is gone. Each expiry is one atomic script (hold-expire-4.lua) that
+// only the first caller finds open and due: any number of sweepers on any number of instances expire each
+// hold exactly once. Sweepers visit only the shards in the index of shards with open holds; a slower full
+// pass over the active coupons puts back any shard the index lost (a crash between a Reserve and its add).
+import type { Coupon, HoldExpiry, ShardRef, StockChanges, StockSignals } from './ports.js';
+import { allShards } from './routing.js';
+import type { SoldOutCache } from './sold-out-cache.js';
+
+/** Holds expired per shard per script round trip batch. */
+const DUE_BATCH = 500;
+
+export interface HoldSweepStats {
+  sweeps: number;
+  expiredHolds: number;
+  expiredUnits: number;
+  reindexed: number;
+}
+
+export class HoldSweeper {
+  readonly stats: HoldSweepStats = { sweeps: 0, expiredHolds: 0, expiredUnits: 0, reindexed: 0 };
+
+  constructor(
+    private readonly store: HoldExpiry,
+    private readonly soldOut: SoldOutCache,
+    private readonly signals: StockSignals,
+    private readonly changes?: StockChanges,
+    private readonly onError: (what: string, err: unknown) => void = () => {},
+  ) {}
+
+  /** One pass over the index. */
+  async sweep(): Promise<void> {
+    this.stats.sweeps++;
+    const shards = await this.store.indexed();
+    await Promise.all(shards.map((s) => this.sweepShard(s).catch((err) => this.onError('hold sweep', err))));
+  }
+
+  /** The backstop: every shard of these coupons with open holds goes back into the index. */
+  async fullPass(coupons: Iterable<Coupon>): Promise<void> {
+    const shards: ShardRef[] = [];
+    for (const c of coupons) shards.push(...allShards(c));
+    this.stats.reindexed += await this.store.reindex(shards);
+  }
+
+  private async sweepShard(shard: ShardRef): Promise<void> {
+    let given = 0;
+    for (;;) {
+      const { open, due } = await this.store.due(shard, DUE_BATCH);
+      if (open === 0) {
+        await this.store.unindexIfEmpty(shard);
+        break;
+      }
+      if (due.length === 0) break;
+      const results = await Promise.all(due.map((m) => this.store.expire(shard, m)));
+      let progressed = false;
+      for (const r of results) {
+        if (typeof r !== 'number') continue;
+        progressed = true;
+        if (r > 0) {
+          this.stats.expiredHolds++;
+          this.stats.expiredUnits += r;
+          given += r;
+        }
+      }
+      // Paused or lost shard: a later sweep (after the recovery) finishes it.
+      if (!progressed || due.length < DUE_BATCH) break;
+    }
+    if (given > 0) {
+      this.soldOut.clear(shard.couponId);
+      this.signals.stockReturned(shard.couponId);
+      this.changes?.changed(shard.couponId, true);
+    }
+  }
+}

@@ -1,0 +1,176 @@
+// HoldStore on Redis Cluster over the hold scripts in scripts.ts (lua/hold-*.lua): the failover fence before a
+// write and the replica ack after it, as stock-store.ts does for Deduct; plus the index of shards with open
+// holds that every instance's sweeper walks (src/domain/hold-sweeper.ts).
+//
+// The index: a few sets (keys.ts holdIndexKey) of "<couponId>|<index>|<tag>". A Reserve adds its shard before
+// and after its script; a sweeper removes a shard it found without holds, then looks again and puts it back if
+// a hold appeared meanwhile. A hold's script always runs before its Reserve's second add, so a removal can
+// never hide a hold that is in Redis: either the second look sees it, or the add comes after the removal.
+import type { Cluster } from 'ioredis';
+import type {
+  Credit,
+  DeductScriptInput,
+  DeductScriptResult,
+  HoldConfirmReply,
+  HoldExtendReply,
+  HoldRecord,
+  HoldReleaseReply,
+  HoldStore,
+  ShardRef,
+} from '../domain/ports.js';
+import { HOLD_INDEX_PARTS, holdIndexKey } from './keys.js';
+import type { ReplicaAck } from './replica-ack.js';
+import { Scripts } from './scripts.js';
+
+const CREDIT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+
+export interface RedisHoldStoreOptions {
+  namespace: string;
+  idempotencyWindowS: number;
+  replicaAck?: ReplicaAck | undefined;
+  fence?: { assertOpen(key: string): void } | undefined;
+}
+
+export class RedisHoldStore implements HoldStore {
+  private readonly scripts: Scripts;
+
+  constructor(
+    private readonly redis: Cluster,
+    private readonly options: RedisHoldStoreOptions,
+  ) {
+    this.scripts = new Scripts(redis, options.namespace);
+  }
+
+  async reserve(
+    shard: ShardRef,
+    input: DeductScriptInput & { ttlMs: number },
+    credits: Credit[],
+    creditEpoch = '',
+  ): Promise<DeductScriptResult> {
+    const key = this.scripts.keys(shard).shard;
+    const owner = this.beforeWrite(key);
+    const r = await this.scripts.holdReserve(shard, input, this.options.idempotencyWindowS, credits, creditEpoch, CREDIT_RETENTION_MS);
+    // A hold answered at `replica` level survives a failover: the WAIT covers it like a deduction.
+    if (r.kind === 'deducted' || credits.length > 0) await this.replicated(key, owner);
+    return r;
+  }
+
+  async read(shard: ShardRef, requestId: string): Promise<HoldRecord | null> {
+    const [u, hq, q, h, e, r] = await this.redis.hmget(this.scripts.keys(shard).request(requestId), 'u', 'hq', 'q', 'h', 'e', 'r');
+    if (!h) return null;
+    return {
+      userId: u ?? '',
+      quantity: Number(hq),
+      confirmed: h === 'c' ? Number(q) : 0,
+      state: h as HoldRecord['state'],
+      expiresAtMs: Number(e),
+      remaining: Number(r),
+    };
+  }
+
+  async confirm(shard: ShardRef, requestId: string, userId: string, keep: number): Promise<HoldConfirmReply> {
+    const key = this.scripts.keys(shard).shard;
+    const owner = this.beforeWrite(key);
+    const r = await this.scripts.holdConfirm(shard, requestId, userId, keep);
+    // A replayed answer vouches for the earlier write: the WAIT after this call covers it on Redis 7.0.
+    if (r.kind === 'confirmed' || r.kind === 'replay' || r.kind === 'expired' || r.kind === 'released') await this.replicated(key, owner);
+    return r;
+  }
+
+  async release(shard: ShardRef, requestId: string, userId: string): Promise<HoldReleaseReply> {
+    const key = this.scripts.keys(shard).shard;
+    const owner = this.beforeWrite(key);
+    const r = await this.scripts.holdRelease(shard, requestId, userId);
+    if (r.kind !== 'missing' && r.kind !== 'paused' && r.kind !== 'not_found') await this.replicated(key, owner);
+    return r;
+  }
+
+  async extend(shard: ShardRef, requestId: string, ttlMs: number): Promise<HoldExtendReply> {
+    const key = this.scripts.keys(shard).shard;
+    const owner = this.beforeWrite(key);
+    const r = await this.scripts.holdExtend(shard, requestId, ttlMs, this.options.idempotencyWindowS);
+    if (r.kind === 'extended') await this.replicated(key, owner);
+    return r;
+  }
+
+  async index(shard: ShardRef): Promise<void> {
+    await this.redis.sadd(holdIndexKey(this.options.namespace, indexPart(shard.tag)), indexMember(shard));
+  }
+
+  // ---- for the sweeper ----
+
+  /** Every shard in the index (each part read once). */
+  async indexed(): Promise<ShardRef[]> {
+    const parts = await Promise.all(
+      Array.from({ length: HOLD_INDEX_PARTS }, (_, i) => this.redis.smembers(holdIndexKey(this.options.namespace, i))),
+    );
+    const out: ShardRef[] = [];
+    for (const members of parts)
+      for (const m of members) {
+        const ref = parseIndexMember(m);
+        if (ref) out.push(ref);
+      }
+    return out;
+  }
+
+  due(shard: ShardRef, limit: number): Promise<{ open: number; due: string[] }> {
+    return this.scripts.holdDue(shard, limit);
+  }
+
+  async expire(shard: ShardRef, member: string): Promise<number | 'missing' | 'paused'> {
+    const key = this.scripts.keys(shard).shard;
+    const owner = this.options.replicaAck?.owner(key);
+    const r = await this.scripts.holdExpire(shard, member);
+    // Not fenced: an expiry lost in a failover is found due again and expired again (it is idempotent).
+    if (typeof r === 'number' && r > 0) await this.replicated(key, owner).catch(() => {});
+    return r;
+  }
+
+  /** Drops a shard found without holds from the index, then looks again (see the top of this file). */
+  async unindexIfEmpty(shard: ShardRef): Promise<void> {
+    const key = holdIndexKey(this.options.namespace, indexPart(shard.tag));
+    const member = indexMember(shard);
+    await this.redis.srem(key, member);
+    if ((await this.redis.zcard(this.scripts.keys(shard).holds)) > 0) await this.redis.sadd(key, member);
+  }
+
+  /** Backstop for an index entry lost with a crash between a Reserve's script and its add: every shard of
+   * the given coupons whose holds set is not empty goes (back) into the index. */
+  async reindex(shards: ShardRef[]): Promise<number> {
+    let added = 0;
+    await Promise.all(
+      shards.map(async (s) => {
+        if ((await this.redis.zcard(this.scripts.keys(s).holds)) > 0) {
+          added += await this.redis.sadd(holdIndexKey(this.options.namespace, indexPart(s.tag)), indexMember(s));
+        }
+      }),
+    );
+    return added;
+  }
+
+  private beforeWrite(key: string): string | undefined {
+    this.options.fence?.assertOpen(key);
+    return this.options.replicaAck?.owner(key);
+  }
+
+  private async replicated(key: string, ownerBefore: string | undefined): Promise<void> {
+    if (this.options.replicaAck) await this.options.replicaAck.afterWrite(key, ownerBefore);
+  }
+}
+
+function indexMember(s: ShardRef): string {
+  return `${s.couponId}|${s.index}|${s.tag}`;
+}
+
+function parseIndexMember(m: string): ShardRef | null {
+  const a = m.indexOf('|');
+  const b = m.indexOf('|', a + 1);
+  if (a <= 0 || b <= a) return null;
+  return { couponId: m.slice(0, a), index: Number(m.slice(a + 1, b)), tag: m.slice(b + 1) };
+}
+
+function indexPart(tag: string): number {
+  let h = 0;
+  for (let i = 0; i < tag.length; i++) h = (h * 31 + tag.charCodeAt(i)) | 0;
+  return Math.abs(h) % HOLD_INDEX_PARTS;
+}
