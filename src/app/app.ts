@@ -20,6 +20,8 @@ import type { Settlement } from '../settlement/settlement.js';
 import { createHandlers } from '../transport/handlers.js';
 import type { HoldService } from '../domain/hold-service.js';
 import type { HoldSweeper } from '../domain/hold-sweeper.js';
+import type { OrderService } from '../domain/orders.js';
+import type { OrderSweeper } from '../domain/order-sweeper.js';
 import { uiRoutes } from '../ui/ui-routes.js';
 import { backgroundErrors, createLogger, type Logger } from '../util/logger.js';
 import type { ChangeAnnouncer } from '../watch/change-announcer.js';
@@ -48,6 +50,9 @@ export interface App {
   deduct: DeductService;
   holds: HoldService;
   holdSweeper: HoldSweeper;
+  /** Orders of several items (docs/orders.md) and the sweeper that ends those whose caller died. */
+  orders: OrderService;
+  orderSweeper: OrderSweeper;
   /** Failover fence (SHARDSTOCK_FAILOVER_FENCE), undefined when off. */
   fence: FailoverFence | undefined;
   /** Auth, rate limits and load shedding in front of both ports. */
@@ -77,8 +82,8 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
   const gate = callGate(config, (reason, transport) => refused(transport === 'grpc' ? 'grpc' : 'http')(reason));
   const guard = guards(gate);
   const domain = buildDomain(config, conns, { log, metrics, onError, now: options.now ?? Date.now });
-  const { admin, deduct, compensate, watch, levels, changes, lowStock, stockEvents, settlement, sale, audit, holds } = domain;
-  const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler, sale, audit, holds });
+  const { admin, deduct, compensate, watch, levels, changes, lowStock, stockEvents, settlement, sale, audit, holds, orders } = domain;
+  const handlers = createHandlers({ admin, deduct, compensate, watch, reconcile: settlement.reconciler, sale, audit, holds, orders });
 
   const readiness = dependencyReadiness(conns);
   registerAppMetrics(metrics, {
@@ -152,6 +157,8 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     deduct,
     holds,
     holdSweeper: domain.holdSweeper,
+    orders,
+    orderSweeper: domain.orderSweeper,
     fence: domain.fence,
     gate,
     metrics,

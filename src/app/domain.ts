@@ -46,6 +46,7 @@ import { AuditService } from '../audit/audit-service.js';
 import { MikroAuditRecords } from '../db/audit-repository.js';
 import { RedisRequestRecords } from '../redis/request-record.js';
 import type { Connections } from './connect.js';
+import { buildOrders } from './orders.js';
 
 export type Domain = ReturnType<typeof buildDomain>;
 
@@ -171,6 +172,7 @@ export function buildDomain(
     changes,
   );
   const holdSweeper = new HoldSweeper(holdStore, soldOut, signals, changes, onError);
+  const { orders, orderSweeper } = buildOrders(config, redis, { holds, compensate, catalog, replicaAck, fence, onError });
   const watch = new WatchService({
     coupon: (id) => catalog.get(id),
     readLevel: (id) => admin.level(id, true),
@@ -204,6 +206,8 @@ export function buildDomain(
     sweeper,
     holds,
     holdSweeper,
+    orders,
+    orderSweeper,
     watch,
     sale,
     audit,

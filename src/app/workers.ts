@@ -14,10 +14,12 @@ export async function startWorkers(
   domain: Domain,
   onError: (what: string, err: unknown) => void,
 ): Promise<Periodic[]> {
-  const { admin, catalog, sweeper, settlement, holdSweeper } = domain;
+  const { admin, catalog, sweeper, settlement, holdSweeper, orderSweeper } = domain;
   const workers: Periodic[] = [];
   // Every instance expires holds, whatever its roles: a hold must not depend on the instance that made it.
   workers.push(new Periodic('hold sweep', config.holdSweepMs, () => holdSweeper.sweep(), onError).start());
+  // Likewise orders: one whose caller died is finished (committed) or undone (pending) by any instance.
+  workers.push(new Periodic('order sweep', config.orderSweepMs, () => orderSweeper.sweep().then(() => {}), onError).start());
   workers.push(new Periodic('hold full pass', HOLD_FULL_PASS_MS, () => holdSweeper.fullPass(catalog.active()), onError).start());
   if (config.workers.has('sweep')) {
     const sweep = async () => {

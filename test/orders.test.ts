@@ -1,0 +1,279 @@
+// Orders of several items on the real stack (#15 test 4): all or nothing across coupons on different shards
+// and masters; 1,000 concurrent orders where one coupon sells out midway leave no order half taken and the
+// units add up per coupon in Redis and, after settlement, in the MySQL ledger; an instance SIGKILLed
+// mid-order leaves every order whole or empty, after a retry and after its holds expire.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { status, type ServiceError } from '@grpc/grpc-js';
+import {
+  CompensateOutcome,
+  ConfirmOutcome,
+  HoldState,
+  ItemRefusalReason,
+  OrderOutcome,
+  ReleaseOutcome,
+  type DeductOrderResponse,
+} from '../src/gen/inventory/v1/inventory_pb.js';
+import { holdIdOf } from '../src/domain/holds.js';
+import { orderItemRequestId } from '../src/domain/ids.js';
+import { homeShard } from '../src/domain/routing.js';
+import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { spawnTs } from './support/processes.js';
+import { ledgerFigures, settled, sleep, waitFor } from './support/settlement.js';
+
+/** Short enough that a commit always extends the item holds first (the path a slow order takes). */
+const ORDER_ENV = { SHARDSTOCK_ORDER_COMMIT_MARGIN_MS: '1000', SHARDSTOCK_ORDER_SWEEP_MS: '200', SHARDSTOCK_HOLD_SWEEP_MS: '100' };
+
+let a: TestApp;
+let b: TestApp;
+beforeAll(async () => {
+  a = await startTestApp({ ...ORDER_ENV, SHARDSTOCK_WORKERS: 'relay,settle', SHARDSTOCK_INSTANCE_ID: 'orders-a' });
+  b = await startTestApp({
+    ...ORDER_ENV,
+    SHARDSTOCK_NAMESPACE: a.namespace,
+    SHARDSTOCK_WORKERS: 'relay,settle',
+    SHARDSTOCK_INSTANCE_ID: 'orders-b',
+  });
+});
+afterAll(async () => {
+  await Promise.all([a?.close(), b?.close()]);
+});
+
+const err = (p: Promise<unknown>) =>
+  p.then(
+    () => null,
+    (e: ServiceError) => e,
+  );
+
+async function coupons(prefix: string, stocks: number[], shardCount = 4): Promise<string[]> {
+  const ids = stocks.map((_, i) => uniqueId(`${prefix}${i}`));
+  await Promise.all(ids.map((couponId, i) => a.client.createCoupon({ couponId, totalStock: BigInt(stocks[i]!), shardCount })));
+  return ids;
+}
+
+async function level(couponId: string) {
+  const l = (await a.client.getStock({ couponId })).level!;
+  return { available: Number(l.available), held: Number(l.held), deducted: Number(l.deducted) };
+}
+
+/** Each item's hold as Redis has it now (null: never taken). */
+async function itemStates(orderId: string, userId: string, couponIds: string[]): Promise<(string | null)[]> {
+  return Promise.all(
+    couponIds.map(async (couponId, i) => {
+      const coupon = (await a.app.repo.find(couponId))!;
+      const requestId = orderItemRequestId(orderId, i);
+      const h = await a.app.holds.get(holdIdOf(couponId, homeShard(coupon, requestId, userId), requestId));
+      return h?.state ?? null;
+    }),
+  );
+}
+
+/** A caller that retries UNAVAILABLE / ABORTED with the same order id, as the typed client does. */
+async function deductOrder(t: TestApp, req: Parameters<TestApp['client']['deductOrder']>[0]): Promise<DeductOrderResponse> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await t.client.deductOrder(req);
+    } catch (e) {
+      const code = (e as ServiceError).code;
+      if (attempt >= 20 || (code !== status.UNAVAILABLE && code !== status.ABORTED)) throw e;
+      await sleep(20 + Math.random() * 50);
+    }
+  }
+}
+
+describe('orders', () => {
+  it('when an order of three coupons is deducted, reserved, confirmed, released and compensated, then each step takes or gives back every item at once', async () => {
+    const [c0, c1, c2] = await coupons('ob', [10, 10, 1]);
+    const items = [
+      { couponId: c0!, quantity: 2n },
+      { couponId: c1!, quantity: 3n },
+    ];
+    const d = await a.client.deductOrder({ requestId: 'o-d', userId: 'u1', items });
+    expect([d.outcome, d.replayed, d.items.map((i) => i.hold?.state)]).toEqual([
+      OrderOutcome.DEDUCTED,
+      false,
+      [HoldState.CONFIRMED, HoldState.CONFIRMED],
+    ]);
+    const again = await b.client.deductOrder({ requestId: 'o-d', userId: 'u1', items });
+    expect([again.outcome, again.replayed]).toEqual([OrderOutcome.DEDUCTED, true]);
+    expect((await err(a.client.deductOrder({ requestId: 'o-d', userId: 'u1', items: items.slice(0, 1) })))?.code).toBe(
+      status.FAILED_PRECONDITION,
+    );
+
+    // The third coupon has 1 unit, the order asks 2: refused, naming the item; nothing of the others taken.
+    const refused = await a.client.deductOrder({ requestId: 'o-r', userId: 'u1', items: [...items, { couponId: c2!, quantity: 2n }] });
+    expect([refused.outcome, refused.refusal?.itemIndex, refused.refusal?.couponId, refused.refusal?.reason]).toEqual([
+      OrderOutcome.REFUSED,
+      2,
+      c2,
+      ItemRefusalReason.INSUFFICIENT,
+    ]);
+    expect([await level(c0!), await level(c1!)]).toEqual([
+      { available: 8, held: 0, deducted: 2 },
+      { available: 7, held: 0, deducted: 3 },
+    ]);
+
+    // Reserve -> confirm (on the other instance).
+    const r = await a.client.reserveOrder({ requestId: 'o-rc', userId: 'u1', items, ttlMs: 60_000 });
+    expect([r.outcome, r.items.map((i) => i.hold?.state)]).toEqual([OrderOutcome.RESERVED, [HoldState.HELD, HoldState.HELD]]);
+    expect(r.expiresAt!.seconds).toBeGreaterThan(BigInt(Math.floor(Date.now() / 1000) + 30));
+    expect((await level(c0!)).held).toBe(2);
+    const c = await b.client.confirm({ target: { case: 'orderId', value: 'o-rc' } });
+    expect([c.outcome, c.items.map((i) => i.hold?.state)]).toEqual([ConfirmOutcome.CONFIRMED, [HoldState.CONFIRMED, HoldState.CONFIRMED]]);
+    expect((await a.client.release({ target: { case: 'orderId', value: 'o-rc' } })).outcome).toBe(ReleaseOutcome.CONFIRMED);
+
+    // Reserve -> payment failed -> release; a late confirm is refused.
+    await a.client.reserveOrder({ requestId: 'o-rr', userId: 'u1', items, ttlMs: 60_000 });
+    expect((await b.client.release({ target: { case: 'orderId', value: 'o-rr' }, reason: 'payment failed' })).outcome).toBe(
+      ReleaseOutcome.RELEASED,
+    );
+    expect((await a.client.release({ target: { case: 'orderId', value: 'o-rr' } })).outcome).toBe(ReleaseOutcome.ALREADY_RELEASED);
+    expect((await a.client.confirm({ target: { case: 'orderId', value: 'o-rr' } })).outcome).toBe(ConfirmOutcome.RELEASED);
+    expect((await a.client.confirm({ target: { case: 'orderId', value: 'no-such-order' } })).outcome).toBe(ConfirmOutcome.NOT_FOUND);
+
+    // Compensate the first order as a whole.
+    const comp = await a.client.compensate({ couponId: '', requestId: '', orderId: 'o-d', reason: 'refund' });
+    expect([comp.outcome, comp.items.map((i) => i.compensateOutcome)]).toEqual([
+      CompensateOutcome.COMPENSATED,
+      [CompensateOutcome.COMPENSATED, CompensateOutcome.COMPENSATED],
+    ]);
+    expect((await b.client.compensate({ couponId: '', requestId: '', orderId: 'o-d' })).outcome).toBe(
+      CompensateOutcome.ALREADY_COMPENSATED,
+    );
+    expect([await level(c0!), await level(c1!), await level(c2!)]).toEqual([
+      { available: 8, held: 0, deducted: 2 },
+      { available: 7, held: 0, deducted: 3 },
+      { available: 1, held: 0, deducted: 0 },
+    ]);
+    for (const [id, units] of [
+      [c0!, 2],
+      [c1!, 3],
+    ] as const) {
+      const rec = await settled(a.client, id);
+      expect([rec.consistent, rec.ledgerDeducted, rec.ledgerCompensated, rec.redisHeld]).toEqual([
+        true,
+        BigInt(2 * units),
+        BigInt(units),
+        0n,
+      ]);
+    }
+
+    // Bad input names the field.
+    const bad = await err(a.client.deductOrder({ requestId: 'o-x', userId: 'u1', items: [items[0]!, items[0]!] }));
+    expect([bad?.code, bad?.details]).toEqual([status.INVALID_ARGUMENT, expect.stringMatching(/^items\[1\]\.coupon_id/)]);
+    expect((await err(a.client.deductOrder({ requestId: 'o-x', userId: 'u1', items: [] })))?.details).toMatch(/^items:/);
+  });
+
+  it('when 1,000 orders of 3 coupons race on two instances and one coupon sells out midway, then no order is half taken and the units add up in Redis and the ledger', async () => {
+    const stocks = [1000, 300, 2000];
+    const ids = await coupons('oc', stocks, 8);
+    const qty = [1, 1, 2];
+    const items = ids.map((couponId, i) => ({ couponId, quantity: BigInt(qty[i]!) }));
+    const results = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => deductOrder(i % 2 ? a : b, { requestId: `race-${i}`, userId: `u${i}`, items, ttlMs: 30_000 })),
+    );
+    const deducted = results.filter((r) => r.outcome === OrderOutcome.DEDUCTED);
+    const refused = results.filter((r) => r.outcome === OrderOutcome.REFUSED);
+    expect([deducted.length, refused.length]).toEqual([300, 700]);
+    // Only the scarce coupon refuses, and it names itself.
+    expect(new Set(refused.map((r) => `${r.refusal?.itemIndex}:${r.refusal?.couponId}`))).toEqual(new Set([`1:${ids[1]}`]));
+    for (const r of deducted)
+      expect(r.items.map((i) => i.hold?.state)).toEqual([HoldState.CONFIRMED, HoldState.CONFIRMED, HoldState.CONFIRMED]);
+    for (const r of refused) expect(r.items.some((i) => i.hold?.state === HoldState.CONFIRMED)).toBe(false);
+    const levels = await Promise.all(ids.map(level));
+    expect(levels).toEqual(ids.map((_, i) => ({ available: stocks[i]! - 300 * qty[i]!, held: 0, deducted: 300 * qty[i]! })));
+    for (const [i, id] of ids.entries()) {
+      const rec = await settled(a.client, id);
+      expect([rec.consistent, rec.ledgerDeducted, rec.settledRemaining]).toEqual([
+        true,
+        BigInt(300 * qty[i]!),
+        BigInt(stocks[i]! - 300 * qty[i]!),
+      ]);
+      const fig = await ledgerFigures(a.app, id);
+      expect([fig.deductRows, fig.deductUnits, fig.duplicates]).toEqual([300, 300 * qty[i]!, 0]);
+    }
+  });
+
+  it('when the instance placing orders is SIGKILLed mid-order, then after retries and after its holds expire every order is whole or empty and no unit is taken twice', async () => {
+    const stocks = [400, 400, 400];
+    const ids = await coupons('ok', stocks, 4);
+    const count = 300;
+    const prefix = uniqueId('kill');
+    const child = spawnTs(
+      'test/support/order-child.ts',
+      [
+        JSON.stringify({
+          namespace: a.namespace,
+          prefix,
+          count,
+          ttlMs: 2000,
+          env: ORDER_ENV,
+          items: ids.map((couponId) => ({ couponId, quantity: 1 })),
+        }),
+      ],
+      {},
+    );
+    await new Promise<void>((resolve, reject) => {
+      let ticks = 0;
+      child.stdout!.on('data', (d: Buffer) => {
+        ticks += d
+          .toString()
+          .split('\n')
+          .filter((l) => l.startsWith('tick')).length;
+        if (ticks >= 2) resolve();
+      });
+      child.once('exit', (code) => reject(new Error(`order process exited early (${code})`)));
+    });
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    const items = ids.map((couponId) => ({ couponId, quantity: 1n }));
+    // The even orders are retried at once (as their callers would); the odd ones are left to the holds' expiry
+    // and the order sweeper.
+    const retried = await Promise.all(
+      Array.from({ length: count / 2 }, (_, k) =>
+        deductOrder(a, { requestId: `${prefix}-${2 * k}`, userId: `u${2 * k}`, items, ttlMs: 2000 }),
+      ),
+    );
+    for (const r of retried) expect([OrderOutcome.DEDUCTED, OrderOutcome.EXPIRED, OrderOutcome.ABANDONED]).toContain(r.outcome);
+    // Every hold the dead instance left expires (TTL 2 s, swept within about a second).
+    await waitFor(
+      'held units back',
+      () => Promise.all(ids.map(level)),
+      (ls) => ls.every((l) => l.held === 0),
+      20_000,
+      200,
+    );
+    // Orders are whole or empty; the coupons' deductions are exactly the whole orders'.
+    const isWhole: boolean[] = [];
+    for (let i = 0; i < count; i++) {
+      const states = await itemStates(`${prefix}-${i}`, `u${i}`, ids);
+      const confirmed = states.filter((s) => s === 'confirmed').length;
+      expect([0, 3], `order ${i}: ${states.join(',')}`).toContain(confirmed);
+      isWhole.push(confirmed === 3);
+    }
+    const whole = isWhole.filter(Boolean).length;
+    expect(whole).toBeGreaterThan(0);
+    const levels = await Promise.all(ids.map(level));
+    expect(levels).toEqual(stocks.map((s) => ({ available: s - whole, held: 0, deducted: whole })));
+    // A retry of every order now answers what happened and takes nothing twice; only an order the dead
+    // instance never reached is placed now.
+    const late = await Promise.all(
+      Array.from({ length: count }, (_, i) => deductOrder(b, { requestId: `${prefix}-${i}`, userId: `u${i}`, items, ttlMs: 2000 })),
+    );
+    let fresh = 0;
+    late.forEach((r, i) => {
+      if (isWhole[i]) expect([r.outcome, r.replayed]).toEqual([OrderOutcome.DEDUCTED, true]);
+      else if (r.replayed) expect(r.outcome).not.toBe(OrderOutcome.DEDUCTED);
+      else {
+        expect(r.outcome).toBe(OrderOutcome.DEDUCTED);
+        fresh++;
+      }
+    });
+    expect(await Promise.all(ids.map(level))).toEqual(
+      stocks.map((s) => ({ available: s - whole - fresh, held: 0, deducted: whole + fresh })),
+    );
+    for (const id of ids) {
+      const rec = await settled(a.client, id);
+      expect([rec.consistent, rec.ledgerDeducted]).toEqual([true, BigInt(whole + fresh)]);
+    }
+  });
+});
