@@ -3,7 +3,7 @@
 import type { LoadGenerators } from './load.js';
 import type { BenchOptions } from './options.js';
 import type { Progress } from './progress.js';
-import type { RunRecord, SettlementRecord } from './records.js';
+import type { HoldsRecord, RunRecord, SettlementRecord } from './records.js';
 import type { StackPids } from './stack-info.js';
 
 export interface BenchContext {
@@ -15,6 +15,8 @@ export interface BenchContext {
   progress: Progress;
   runs: RunRecord[];
   settlement?: SettlementRecord;
+  /** The reserve-confirm scenario (holds and orders against Deduct). */
+  holds?: HoldsRecord;
   /** Printed as each run finishes (console table row). */
   onRun(r: RunRecord): void;
 }

@@ -16,7 +16,9 @@ export interface DesignRun {
   concurrency: number[];
 }
 
-const LOAD_SCENARIOS: Scenario[] = ['flash-sale', 'many-coupons', 'sold-out-storm'];
+const LOAD_SCENARIOS: Scenario[] = ['flash-sale', 'many-coupons', 'sold-out-storm', 'reserve-confirm'];
+/** Scenarios only the service itself serves (the baselines have no holds). */
+const SERVICE_ONLY: Scenario[] = ['reserve-confirm'];
 
 export function designRuns(ctx: Pick<BenchContext, 'opts' | 'runId'>): DesignRun[] {
   const { opts, runId } = ctx;
@@ -25,11 +27,13 @@ export function designRuns(ctx: Pick<BenchContext, 'opts' | 'runId'>): DesignRun
   if (wanted.length === 0) return runs;
   for (const design of opts.designs) {
     if (design !== 'shardstock') {
+      const own = wanted.filter((s) => !SERVICE_ONLY.includes(s));
+      if (own.length === 0) continue;
       runs.push({
         label: design,
         design,
         slow: design === 'mysql' || design === 'lock',
-        scenarios: wanted,
+        scenarios: own,
         namespace: `${runId}-${design}`,
         host: 'baselines',
         concurrency: opts.concurrency,

@@ -1,7 +1,7 @@
 // Command-line options of `npm run bench`: parsed once into a typed, validated plan; --help prints them all.
 import { parseArgs } from 'node:util';
 
-export const SCENARIOS = ['flash-sale', 'many-coupons', 'sold-out-storm', 'settlement'] as const;
+export const SCENARIOS = ['flash-sale', 'many-coupons', 'sold-out-storm', 'settlement', 'reserve-confirm'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export const DESIGNS = ['shardstock', 'noop', 'single-key', 'lock', 'mysql'] as const;
@@ -58,6 +58,8 @@ Scenarios (--scenarios, comma-separated; default all):
   sold-out-storm  the coupon is exhausted first; then --duration seconds of traffic that must all be refused
   settlement      events/s through the real relay + settle pipeline into MySQL (batched vs one event per
                   transaction), and the lag deduct -> settled (p50/p99) during a flash sale
+  reserve-confirm the service only: --duration seconds each of Deduct, Reserve + Confirm and DeductOrder of 3
+                  coupons, same server and client; reported as ops/s and as ratios to Deduct
 
 Designs (--designs, comma-separated; default all):
   shardstock  the service (src/app/app.ts startApp) in its own process, SHARDSTOCK_WORKERS=none

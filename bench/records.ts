@@ -65,3 +65,34 @@ export interface SettlementRecord {
   oversold?: number | undefined;
   notes: string[];
 }
+
+/** One phase of the reserve-confirm scenario: a closed loop of typed clients for a fixed time. */
+export interface HoldsRun {
+  /** Operations attempted (a checkout is Reserve + Confirm: two calls). */
+  ops: number;
+  /** Operations that succeeded (deducted / confirmed / order deducted). */
+  ok: number;
+  errors: number;
+  firstError?: string | undefined;
+  elapsedS: number;
+  /** Successful operations per second. */
+  perS: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+/** Reserve + Confirm (and DeductOrder of three coupons) against Deduct on the same server and client. */
+export interface HoldsRecord {
+  design: string;
+  concurrency: number;
+  seconds: number;
+  deduct: HoldsRun;
+  reserveConfirm: HoldsRun;
+  deductOrder3: HoldsRun;
+  /** reserveConfirm.perS / deduct.perS */
+  ratio: number;
+  /** deductOrder3.perS / deduct.perS */
+  orderRatio: number;
+  oversold: number;
+  notes: string[];
+}

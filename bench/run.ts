@@ -19,6 +19,7 @@ import { flashSale } from './scenarios/flash-sale.js';
 import { manyCoupons } from './scenarios/many-coupons.js';
 import { settlement, settlementAvailable, settlementNamespaces, settlementSpecs } from './scenarios/settlement.js';
 import { soldOutStorm } from './scenarios/sold-out-storm.js';
+import { reserveConfirm } from './scenarios/reserve-confirm.js';
 import { warmUp } from './scenarios/warm-up.js';
 import { deleteNamespace, deleteSettlementStream, ensureStack, recreateDatabase, stackPids } from './stack-info.js';
 
@@ -152,6 +153,7 @@ async function main(opts: BenchOptions): Promise<number> {
         for (const sc of d.scenarios) {
           if (sc === 'many-coupons') await manyCoupons(ctx, server, d);
           else if (sc === 'sold-out-storm') await soldOutStorm(ctx, server, d);
+          else if (sc === 'reserve-confirm') ctx.holds = await reserveConfirm(ctx, server, d);
         }
       } finally {
         await server.stop();
@@ -194,10 +196,11 @@ async function main(opts: BenchOptions): Promise<number> {
     loadGenerator: `${opts.loadWorkers} process(es), ${opts.connections} HTTP/2 connection(s) each, ${opts.client === 'http2' ? 'raw node:http2 gRPC framing' : 'grpc-js makeUnaryRequest'}, requests pre-encoded`,
     runs: ctx.runs,
     settlement: ctx.settlement,
+    holds: ctx.holds,
     ratios: ratios(ctx.runs),
     cpuBudget: cpuBudget(ctx.runs, cpus().length),
     targets: targets(ctx.runs, ctx.settlement),
-    oversoldTotal: ctx.runs.reduce((s, r) => s + r.oversold, 0) + (ctx.settlement?.oversold ?? 0),
+    oversoldTotal: ctx.runs.reduce((s, r) => s + r.oversold, 0) + (ctx.settlement?.oversold ?? 0) + (ctx.holds?.oversold ?? 0),
   };
   const files = writeReport(report, opts.out, opts.docs);
   const t = report.targets.map((x) => [x.name, x.want, x.measured, x.pass === null ? 'n/a' : x.pass ? 'PASS' : 'MISS']);

@@ -46,6 +46,7 @@ describe('npm run bench', () => {
       'many-coupons',
       'sold-out-storm',
       'settlement',
+      'reserve-confirm',
       '--quick',
       '--scenarios',
       '--designs',
@@ -120,9 +121,16 @@ describe('npm run bench', () => {
     expect(rep.targets.find((t) => t.name.startsWith('oversold'))?.pass).toBe(true);
     expect(rep.settlement?.available).toBe(true);
     expect(rep.settlement?.oversold ?? 0).toBe(0);
+    // Reserve + Confirm and DeductOrder measured against Deduct on the same server, as ratios.
+    expect(rep.holds?.design).toBe('shardstock');
+    expect(rep.holds?.oversold).toBe(0);
+    expect(rep.holds?.deduct.ok).toBeGreaterThan(0);
+    expect(rep.holds?.ratio).toBeGreaterThan(0);
+    expect(rep.holds?.notes).toEqual([]);
 
     const md = readFileSync(join(out, 'report.md'), 'utf8');
     expect(md).toContain('## Targets');
+    expect(md).toContain('## Holds and orders against Deduct');
     expect(md).toMatch(/oversold units.*\*\*0\*\*/s);
     const svg = readFileSync(join(out, 'chart.svg'), 'utf8');
     expect(svg.startsWith('<svg')).toBe(true);

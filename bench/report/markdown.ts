@@ -109,6 +109,37 @@ export function markdown(rep: BenchReport, chartPath: string): string {
     );
     out.push('');
   }
+  const h = rep.holds;
+  if (h) {
+    out.push('## Holds and orders against Deduct (reserve-confirm)');
+    out.push('');
+    out.push(
+      `The same server (${h.design}) and the same typed grpc-js clients, ${h.concurrency} operations in flight, ${h.seconds} s each; a checkout is a Reserve then a Confirm of its hold (two calls), an order deducts one unit of each of three coupons.`,
+    );
+    out.push('');
+    const row = (what: string, r: typeof h.deduct, ratio: string) => [
+      what,
+      int(r.ok),
+      int(r.perS),
+      ms(r.p50Ms),
+      ms(r.p99Ms),
+      ratio,
+      int(r.errors),
+    ];
+    out.push(
+      markdownTable(
+        ['operation', 'succeeded', 'per s', 'p50 ms', 'p99 ms', 'vs Deduct', 'errors'],
+        [
+          row('Deduct', h.deduct, '1.00'),
+          row('Reserve + Confirm', h.reserveConfirm, h.ratio.toFixed(2)),
+          row('DeductOrder of 3 coupons', h.deductOrder3, h.orderRatio.toFixed(2)),
+        ],
+        [false, true, true, true, true, true, true],
+      ),
+    );
+    if (h.notes.length) out.push('', ...h.notes.map((n) => `- ${n}`));
+    out.push('');
+  }
   const st = rep.settlement;
   if (st) {
     out.push('## Settlement (relay + settle into MySQL)');

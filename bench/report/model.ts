@@ -1,6 +1,6 @@
 // The report as saved in report.json, and how the ratios and targets are derived from the runs.
 import type { BenchOptions } from '../options.js';
-import type { RunRecord, SettlementRecord } from '../records.js';
+import type { HoldsRecord, RunRecord, SettlementRecord } from '../records.js';
 
 export interface Ratio {
   scenario: string;
@@ -47,6 +47,8 @@ export interface BenchReport {
   loadGenerator: string;
   runs: RunRecord[];
   settlement?: SettlementRecord | undefined;
+  /** The reserve-confirm scenario: Reserve + Confirm and DeductOrder against Deduct. */
+  holds?: HoldsRecord | undefined;
   ratios: Ratio[];
   cpuBudget: CpuBudget[];
   targets: Target[];
