@@ -51,6 +51,9 @@ export interface Config {
   /** SHARDSTOCK_ORDER_SWEEP_MS — how often every instance looks for orders their caller left unfinished (a
    * committed order whose confirms were cut short is finished about this long after the commit). Default 500. */
   orderSweepMs: number;
+  /** SHARDSTOCK_ORDER_ABANDON_MS — an order still being taken this long after it began (its caller died) is
+   * ended by the sweeper and its holds released, rather than left until they expire. Default 10000. */
+  orderAbandonMs: number;
   /** SHARDSTOCK_SOLD_OUT_TTL_MS — how long an instance trusts its own "sold out" flag before asking Redis again (NATS tells it sooner). Default 2000. */
   soldOutTtlMs: number;
   /** SHARDSTOCK_ACK_LEVEL — `replica` (reply after the write reached a replica, WAIT) or `leader`. Default replica. */
@@ -444,6 +447,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     maxOrderItems: int(env, 'SHARDSTOCK_MAX_ORDER_ITEMS', 32, 1, 1000),
     orderCommitMarginMs: int(env, 'SHARDSTOCK_ORDER_COMMIT_MARGIN_MS', 5000, 100, 600_000),
     orderSweepMs: int(env, 'SHARDSTOCK_ORDER_SWEEP_MS', 500, 10, 60_000),
+    orderAbandonMs: int(env, 'SHARDSTOCK_ORDER_ABANDON_MS', 10_000, 100, 3_600_000),
     soldOutTtlMs: int(env, 'SHARDSTOCK_SOLD_OUT_TTL_MS', 2000, 0, 600_000),
     ackLevel,
     waitTimeoutMs: int(env, 'SHARDSTOCK_WAIT_TIMEOUT_MS', 200, 1, 60_000),

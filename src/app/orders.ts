@@ -49,6 +49,7 @@ export function buildOrders(
       commitMarginMs: config.orderCommitMarginMs,
       finishAfterMs: 2 * config.orderSweepMs,
       graceMs: config.holdSweepMs + EXPIRY_SLACK_MS,
+      abandonAfterMs: config.orderAbandonMs,
     },
     onError: d.onError,
   });

@@ -75,8 +75,11 @@ export interface OrderSettings {
   commitMarginMs: number;
   /** The sweeper looks at a committed order this long after the commit (confirms it if its caller died). */
   finishAfterMs: number;
-  /** The sweeper aborts an unfinished order this long after its holds' lifetime ended. */
+  /** The sweeper waits this long past an expiry before acting on it (holds' own expiry runs first). */
   graceMs: number;
+  /** An order still PENDING this long after it was opened (or after its TTL, when shorter) is abandoned by the
+   * sweeper: its caller died, and its holds are released rather than left until they expire. */
+  abandonAfterMs: number;
 }
 
 const ABORT_OUTCOME: Record<OrderAbort, OrderOutcome> = {
@@ -179,8 +182,8 @@ export class OrderService {
     const grace = this.d.settings.graceMs;
     switch (record.state) {
       case 'pending': {
-        // Until every hold it may have taken has expired, a retry can still finish it.
-        const at = record.createdMs + record.ttlMs + grace;
+        // Until then a retry can still finish it; aborting a slow but live call is safe (it follows the abort).
+        const at = this.pendingDeadline(record);
         if (now < at) return { nextAtMs: at };
         const r = await this.d.records.move(orderId, ['pending'], 'aborted', now, { set: { abort: 'abandoned' } });
         await this.follow(decided(r, orderId), true, []);
@@ -213,7 +216,7 @@ export class OrderService {
     const spec = await this.validate(kind, input);
     const now = this.now();
     // The due-list entry comes first: a record that exists is always one the sweeper will find.
-    await this.d.records.schedule(spec.orderId, now + spec.ttlMs + this.d.settings.graceMs);
+    await this.d.records.schedule(spec.orderId, this.pendingDeadline({ createdMs: now, ttlMs: spec.ttlMs }));
     const opened = await this.d.records.open(spec, now);
     if (opened.kind === 'conflict') {
       const what =
@@ -360,6 +363,10 @@ export class OrderService {
     const failed = settled.find((s) => s.status === 'rejected');
     if (failed) throw failed.reason;
     return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
+  }
+
+  private pendingDeadline(record: Pick<OrderRecord, 'createdMs' | 'ttlMs'>): number {
+    return record.createdMs + Math.min(record.ttlMs, this.d.settings.abandonAfterMs) + this.d.settings.graceMs;
   }
 
   private holdKey(record: OrderRecord, index: number): HoldKey {

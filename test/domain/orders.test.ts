@@ -14,6 +14,7 @@ const SETTINGS: OrderSettings = {
   commitMarginMs: 2000,
   finishAfterMs: 1000,
   graceMs: 500,
+  abandonAfterMs: 10_000,
 };
 
 function setup(stock: Record<string, number>, limits: Record<string, number> = {}) {
@@ -326,6 +327,46 @@ describe('OrderService over fakes', () => {
       { available: 5, held: 0, deducted: 0 },
       { available: 5, held: 0, deducted: 0 },
     ]);
+  });
+
+  it('when the call dies while taking long holds, then the sweeper abandons the order after the abandon time and releases them before they expire', async () => {
+    const t = setup({ a: 5, b: 5 });
+    t.holds.failNext('reserve', 'o1:1');
+    await expect(
+      t.orders.deductOrder(
+        order(
+          'o1',
+          [
+            ['a', 2],
+            ['b', 1],
+          ],
+          'u1',
+          600_000,
+        ),
+      ),
+    ).rejects.toThrow();
+    expect(t.units('a').held).toBe(2);
+    t.clock.advance(SETTINGS.abandonAfterMs - 1);
+    expect(await t.sweeper.sweep()).toBe(0);
+    t.clock.advance(1 + SETTINGS.graceMs);
+    expect(await t.sweeper.sweep()).toBe(1);
+    expect([t.units('a'), t.units('b')]).toEqual([
+      { available: 5, held: 0, deducted: 0 },
+      { available: 5, held: 0, deducted: 0 },
+    ]);
+    expect(
+      await t.orders.deductOrder(
+        order(
+          'o1',
+          [
+            ['a', 2],
+            ['b', 1],
+          ],
+          'u1',
+          600_000,
+        ),
+      ),
+    ).toMatchObject({ outcome: 'abandoned', replayed: true });
   });
 
   it('when a retry comes after the holds of an unfinished order expired, then the order is aborted as expired and nothing is taken', async () => {
