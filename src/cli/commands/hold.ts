@@ -34,7 +34,10 @@ export function plainHold(h: Hold | undefined) {
 }
 
 function print(s: Session, io: Io, result: Record<string, unknown> & { outcome: string; hold: ReturnType<typeof plainHold> }): void {
-  if (s.json) return json(io.stdout, result);
+  if (s.json) {
+    json(io.stdout, result);
+    return;
+  }
   println(io.stdout, `${result.outcome.toUpperCase()}${result.replayed ? ' (replay of an earlier call)' : ''}`);
   const h = result.hold;
   if (!h) return;
