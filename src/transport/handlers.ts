@@ -79,7 +79,8 @@ import type { SaleControl } from '../domain/sale.js';
 import { instantOf, saleMessage } from './sale-messages.js';
 import type { CompensateOutcome as DomainCompensateOutcome, CompensateService } from '../domain/compensate.js';
 import type { DeductOutcome as DomainDeductOutcome, DeductService } from '../domain/deduct.js';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, invalid } from '../domain/errors.js';
+import * as v from '../domain/validate.js';
 import type { Reconciliation } from '../domain/reconcile-types.js';
 
 export interface CallContext {
@@ -196,6 +197,16 @@ export function holdMessage(h: H.Hold | undefined): HoldMsg | undefined {
 /** The order variants of Confirm / Release / ExtendHold / Compensate are served by the orders use case. */
 const noOrders = () => new DomainError('unimplemented', 'orders are not served by this instance yet');
 
+/** The hold a Confirm / Release / ExtendHold names; an order target is the orders use case's. */
+function holdTarget(t: { case: 'holdId' | 'orderId'; value: string } | { case: undefined; value?: undefined }): string {
+  if (t.case === 'holdId') return t.value;
+  if (t.case === 'orderId') {
+    v.id('order_id', t.value, v.REQUEST_ID_MAX);
+    throw noOrders();
+  }
+  throw invalid('hold_id', 'is required (or order_id)');
+}
+
 export function levelMessage(l: StockLevel): StockLevelMsg {
   return create(StockLevelSchema, {
     couponId: l.couponId,
@@ -280,7 +291,10 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async compensate(req, ctx) {
-      if (req.orderId !== '') throw noOrders();
+      if (req.orderId !== '') {
+        v.id('order_id', req.orderId, v.REQUEST_ID_MAX);
+        throw noOrders();
+      }
       const r = await d.compensate.compensate({ couponId: req.couponId, requestId: req.requestId, reason: req.reason }, ctx.signal);
       return create(CompensateResponseSchema, { outcome: COMPENSATE_OUTCOMES[r.outcome], remaining: BigInt(r.remaining) });
     },
@@ -329,8 +343,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async confirm(req, ctx) {
-      if (req.target.case !== 'holdId') throw noOrders();
-      const r = await holds().confirm(req.target.value, req.quantity, ctx.signal);
+      const r = await holds().confirm(holdTarget(req.target), req.quantity, ctx.signal);
       return create(ConfirmResponseSchema, {
         outcome: CONFIRM_OUTCOMES[r.outcome],
         replayed: r.replayed,
@@ -340,8 +353,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async release(req, ctx) {
-      if (req.target.case !== 'holdId') throw noOrders();
-      const r = await holds().release(req.target.value, req.reason, ctx.signal);
+      const r = await holds().release(holdTarget(req.target), req.reason, ctx.signal);
       return create(ReleaseResponseSchema, {
         outcome: RELEASE_OUTCOMES[r.outcome],
         hold: holdMessage(r.hold),
@@ -350,8 +362,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
     },
 
     async extendHold(req, ctx) {
-      if (req.target.case !== 'holdId') throw noOrders();
-      const r = await holds().extend(req.target.value, req.ttlMs, ctx.signal);
+      const r = await holds().extend(holdTarget(req.target), req.ttlMs, ctx.signal);
       return create(ExtendHoldResponseSchema, { outcome: EXTEND_OUTCOMES[r.outcome], hold: holdMessage(r.hold) });
     },
 
