@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import slotOf from 'cluster-key-slot';
 import { status, type ServiceError } from '@grpc/grpc-js';
-import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { CompensateOutcome, ConfirmOutcome, DeductOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { shardRef } from '../src/domain/routing.js';
 import { startTestApp, uniqueId, type TestApp } from '../test/support/harness.js';
 import { OwnCluster, type NodeInfo } from './support/own-cluster.js';
@@ -85,6 +85,39 @@ describe('replica acknowledgement (WAIT on the owning master)', () => {
     // Read straight after the answers, from the replica itself: nothing may be missing.
     expect(await readOnReplica(replica, keys.shard, 'avail')).toBe('50');
     for (let i = 0; i < 50; i += 7) expect(await readOnReplica(replica, keys.request(`r${i}`), 'q')).toBe('1');
+  });
+
+  it('when replica-level Reserves are answered HELD and Confirms CONFIRMED, then the holds, their expiry entries and the confirmations are already on the replica', async () => {
+    const { couponId, keys, replica } = await oneShardCoupon(100);
+    const held = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => replicaApp.client.reserve({ couponId, requestId: `h${i}`, quantity: 2n, ttlMs: 600_000 })),
+    );
+    expect(held.every((h) => h.outcome === ReserveOutcome.HELD)).toBe(true);
+    // What a promoted replica would serve: the held units out of avail, each hold open with its expiry.
+    expect([await readOnReplica(replica, keys.shard, 'avail'), await readOnReplica(replica, keys.shard, 'held')]).toEqual(['60', '40']);
+    for (let i = 0; i < 20; i += 3) expect(await readOnReplica(replica, keys.request(`h${i}`), 'h')).toBe('h');
+    const confirmed = await Promise.all(
+      held.slice(0, 10).map((h) => replicaApp.client.confirm({ target: { case: 'holdId', value: h.hold!.holdId } })),
+    );
+    expect(confirmed.every((c) => c.outcome === ConfirmOutcome.CONFIRMED)).toBe(true);
+    expect([await readOnReplica(replica, keys.shard, 'net'), await readOnReplica(replica, keys.shard, 'held')]).toEqual(['20', '20']);
+    for (let i = 0; i < 10; i += 3) expect(await readOnReplica(replica, keys.request(`h${i}`), 'q')).toBe('2');
+  });
+
+  it("when the shard's only replica is frozen, then a replica-level Reserve fails UNAVAILABLE, and its retry after the replica is back answers the one hold", async () => {
+    const { couponId, replica } = await oneShardCoupon(10);
+    const err = await frozen(replica, () =>
+      replicaApp.client.reserve({ couponId, requestId: 'hold-in-doubt', quantity: 3n, ttlMs: 600_000 }).then(
+        () => null,
+        (e: ServiceError) => e,
+      ),
+    );
+    expect(err?.code).toBe(status.UNAVAILABLE);
+    await cluster.waitHealthy();
+    const retry = await replicaApp.client.reserve({ couponId, requestId: 'hold-in-doubt', quantity: 3n, ttlMs: 600_000 });
+    expect([retry.outcome, retry.replayed]).toEqual([ReserveOutcome.HELD, true]);
+    const level = (await replicaApp.client.getStock({ couponId })).level!;
+    expect([level.available, level.held]).toEqual([7n, 3n]);
   });
 
   it("when the shard's only replica is frozen, then a replica-level Deduct fails UNAVAILABLE, and its retry with the same request_id after the replica is back is DEDUCTED once", async () => {

@@ -73,10 +73,16 @@ const FIELDS = [
   'since',
   'until',
   'kinds',
+  'ttl_ms',
+  'hold_id',
+  'order_id',
+  'items',
 ];
 const NAMES_A_FIELD = new RegExp(`^(${FIELDS.join('|')}|request): `);
 
 function expectClear(method: string, a: Answer, opts: { decodeErrorsNameTheMessage?: boolean } = {}): void {
+  // Until the orders use case is merged (branch orders), orders answer UNIMPLEMENTED, saying so.
+  if (a.code === C.UNIMPLEMENTED && /orders are not served/.test(a.message)) return;
   const allowed: number[] = [C.OK, C.INVALID_ARGUMENT, C.NOT_FOUND, C.FAILED_PRECONDITION, C.ALREADY_EXISTS];
   expect(allowed, `${method} answered ${C[a.code]}: ${a.message}`).toContain(a.code);
   if (a.code === C.INVALID_ARGUMENT) {
@@ -348,7 +354,14 @@ describe('malformed protobuf on the gRPC port', () => {
 
   it('when a message is over SHARDSTOCK_MAX_MESSAGE_BYTES, then RESOURCE_EXHAUSTED on every method', async () => {
     for (const m of InventoryService.methods) {
-      const big = toBinary(m.input, create(m.input, { couponId: 'x'.repeat(MAX_BYTES + 10) } as never));
+      const huge = 'x'.repeat(MAX_BYTES + 10);
+      // Every request has a string field to make too big: the coupon id, else the request id, else the hold id.
+      const init = m.input.field.couponId
+        ? { couponId: huge }
+        : m.input.field.requestId
+          ? { requestId: huge }
+          : { target: { case: 'holdId', value: huge } };
+      const big = toBinary(m.input, create(m.input, init as never));
       const a = await grpcRaw(m, big);
       expect(a.code, m.name).toBe(C.RESOURCE_EXHAUSTED);
     }

@@ -52,6 +52,14 @@ describe('live stock page', () => {
       expect(await page.locator('.shard').count()).toBe(8);
       expect(await page.locator('#status').textContent()).toBe('live');
 
+      // A hold shows as held, not available and not deducted, until it is released.
+      const hold = await t.client.reserve({ couponId: id, requestId: 'ui-hold', quantity: 5n, ttlMs: 60_000 });
+      await page.waitForFunction(() => document.getElementById('held')!.textContent === '5');
+      expect([await shown(), await page.locator('#deducted').textContent()]).toEqual([total - 5, '0']);
+      await t.client.release({ target: { case: 'holdId', value: hold.hold!.holdId } });
+      await page.waitForFunction((n) => document.getElementById('detail')!.dataset.available === String(n), total);
+      expect(await page.locator('#held').textContent()).toBe('0');
+
       // Deductions from Node over gRPC, paced so they last a few seconds, while the page is sampled.
       let next = 0;
       const load = Promise.all(

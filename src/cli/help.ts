@@ -94,6 +94,45 @@ Exit 0 when the order (or the step) succeeded, 3 when the service said no (refus
 
 ${COMMON_HELP}`;
 
+export const RESERVE_SUMMARY = 'hold units for a while (confirm, release or let expire)';
+export const RESERVE_HELP = `Usage:
+  shardstock reserve <coupon-id> [--quantity Q] [--user U] [--request-id ID] [--ttl MS]
+
+Takes Q units (default 1) out of available stock into a hold that lasts --ttl ms (default: the server's
+SHARDSTOCK_HOLD_TTL_DEFAULT_MS). Prints the hold id to pass to confirm / release / extend. The same rules as
+deduct: a retry with the same --request-id answers the same hold. Exit 0 when held, 3 when the service said no
+(sold out, insufficient, user limit, sale closed).
+
+${COMMON_HELP}`;
+
+export const CONFIRM_SUMMARY = 'turn a hold into a deduction';
+export const CONFIRM_HELP = `Usage:
+  shardstock confirm <hold-id> [--quantity Q]
+
+Deducts the held units (or only Q of them: the rest go back on sale at once), settled to MySQL like any
+deduction. Repeating it answers the same. Exit 0 when confirmed, 3 when the hold had expired, was released or
+is not found.
+
+${COMMON_HELP}`;
+
+export const RELEASE_SUMMARY = 'give a hold back';
+export const RELEASE_HELP = `Usage:
+  shardstock release <hold-id> [--reason TEXT]
+
+Gives the held units back. Exit 0 for released / already_released, 3 when the hold had expired, was confirmed
+(use compensate) or is not found.
+
+${COMMON_HELP}`;
+
+export const EXTEND_SUMMARY = "move a hold's expiry";
+export const EXTEND_HELP = `Usage:
+  shardstock extend <hold-id> [--ttl MS]
+
+The hold now expires --ttl ms from now (Redis server time; default the server's default TTL), if it has not
+expired yet. Exit 0 when extended, 3 otherwise.
+
+${COMMON_HELP}`;
+
 export const WATCH_SUMMARY = "live view of a coupon's stock level";
 export const WATCH_HELP = `Usage:
   shardstock watch <coupon-id> [--interval MS] [--count N] [--no-fallback]

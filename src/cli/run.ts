@@ -17,6 +17,25 @@ export const COMMANDS: Command[] = [
     load: async () => (await import('./commands/compensate.js')).run,
   },
   { name: 'order', summary: help.ORDER_SUMMARY, help: help.ORDER_HELP, load: async () => (await import('./commands/order.js')).run },
+  {
+    name: 'reserve',
+    summary: help.RESERVE_SUMMARY,
+    help: help.RESERVE_HELP,
+    load: async () => (await import('./commands/hold.js')).reserve,
+  },
+  {
+    name: 'confirm',
+    summary: help.CONFIRM_SUMMARY,
+    help: help.CONFIRM_HELP,
+    load: async () => (await import('./commands/hold.js')).confirm,
+  },
+  {
+    name: 'release',
+    summary: help.RELEASE_SUMMARY,
+    help: help.RELEASE_HELP,
+    load: async () => (await import('./commands/hold.js')).release,
+  },
+  { name: 'extend', summary: help.EXTEND_SUMMARY, help: help.EXTEND_HELP, load: async () => (await import('./commands/hold.js')).extend },
   { name: 'watch', summary: help.WATCH_SUMMARY, help: help.WATCH_HELP, load: async () => (await import('./commands/watch.js')).run },
   {
     name: 'reconcile',

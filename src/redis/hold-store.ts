@@ -52,6 +52,8 @@ export class RedisHoldStore implements HoldStore {
     const r = await this.scripts.holdReserve(shard, input, this.options.idempotencyWindowS, credits, creditEpoch, CREDIT_RETENTION_MS);
     // A hold answered at `replica` level survives a failover: the WAIT covers it like a deduction.
     if (r.kind === 'deducted' || credits.length > 0) await this.replicated(key, owner);
+    // A replay vouches for the original write, which may not have reached a replica when it was answered.
+    else if (r.kind === 'replay') await this.vouch(shard, owner);
     return r;
   }
 
@@ -72,8 +74,9 @@ export class RedisHoldStore implements HoldStore {
     const key = this.scripts.keys(shard).shard;
     const owner = this.beforeWrite(key);
     const r = await this.scripts.holdConfirm(shard, requestId, userId, keep);
-    // A replayed answer vouches for the earlier write: the WAIT after this call covers it on Redis 7.0.
-    if (r.kind === 'confirmed' || r.kind === 'replay' || r.kind === 'expired' || r.kind === 'released') await this.replicated(key, owner);
+    if (r.kind === 'confirmed' || (r.kind === 'expired' && r.released > 0)) await this.replicated(key, owner);
+    // An answer about an earlier write (a replay, a hold already released or expired) vouches for it.
+    else if (r.kind === 'replay' || r.kind === 'expired' || r.kind === 'released') await this.vouch(shard, owner);
     return r;
   }
 
@@ -81,7 +84,8 @@ export class RedisHoldStore implements HoldStore {
     const key = this.scripts.keys(shard).shard;
     const owner = this.beforeWrite(key);
     const r = await this.scripts.holdRelease(shard, requestId, userId);
-    if (r.kind !== 'missing' && r.kind !== 'paused' && r.kind !== 'not_found') await this.replicated(key, owner);
+    if (r.kind === 'released' || (r.kind === 'expired' && r.released > 0)) await this.replicated(key, owner);
+    else if (r.kind === 'already_released' || r.kind === 'expired' || r.kind === 'confirmed') await this.vouch(shard, owner);
     return r;
   }
 
@@ -146,6 +150,16 @@ export class RedisHoldStore implements HoldStore {
       }),
     );
     return added;
+  }
+
+  /** As stock-store.ts: a tiny write in the slot, on the connection the WAIT goes out on, orders after the
+   * write vouched for in the master's replication stream. */
+  private async vouch(shard: ShardRef, owner: string | undefined): Promise<void> {
+    if (!this.options.replicaAck) return;
+    const k = this.scripts.keys(shard);
+    this.options.fence?.assertOpen(k.ack);
+    await this.redis.set(k.ack, Date.now(), 'EX', this.options.idempotencyWindowS);
+    await this.replicated(k.shard, owner);
   }
 
   private beforeWrite(key: string): string | undefined {

@@ -79,7 +79,7 @@ import type { SaleControl } from '../domain/sale.js';
 import { instantOf, saleMessage } from './sale-messages.js';
 import type { CompensateOutcome as DomainCompensateOutcome, CompensateService } from '../domain/compensate.js';
 import type { DeductOutcome as DomainDeductOutcome, DeductService } from '../domain/deduct.js';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, invalid } from '../domain/errors.js';
 import type { Reconciliation } from '../domain/reconcile-types.js';
 import type { OrderService } from '../domain/orders.js';
 import {
@@ -212,6 +212,12 @@ async function orNotFound<T>(call: Promise<T>): Promise<T | null> {
     if (err instanceof DomainError && err.kind === 'not_found') return null;
     throw err;
   }
+}
+
+/** The hold a Confirm / Release / ExtendHold names (order targets are served before, by the orders use case). */
+function holdTarget(t: { case: 'holdId' | 'orderId'; value: string } | { case: undefined; value?: undefined }): string {
+  if (t.case === 'holdId') return t.value;
+  throw invalid('hold_id', 'is required (or order_id)');
 }
 
 export function levelMessage(l: StockLevel): StockLevelMsg {
@@ -352,8 +358,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
 
     async confirm(req, ctx) {
       if (req.target.case === 'orderId') return confirmOrderMessage(await orNotFound(orders().confirmOrder(req.target.value)));
-      if (req.target.case !== 'holdId') throw new DomainError('invalid_argument', 'hold_id: is required (or order_id)');
-      const r = await holds().confirm(req.target.value, req.quantity, ctx.signal);
+      const r = await holds().confirm(holdTarget(req.target), req.quantity, ctx.signal);
       return create(ConfirmResponseSchema, {
         outcome: CONFIRM_OUTCOMES[r.outcome],
         replayed: r.replayed,
@@ -364,8 +369,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
 
     async release(req, ctx) {
       if (req.target.case === 'orderId') return releaseOrderMessage(await orNotFound(orders().releaseOrder(req.target.value, req.reason)));
-      if (req.target.case !== 'holdId') throw new DomainError('invalid_argument', 'hold_id: is required (or order_id)');
-      const r = await holds().release(req.target.value, req.reason, ctx.signal);
+      const r = await holds().release(holdTarget(req.target), req.reason, ctx.signal);
       return create(ReleaseResponseSchema, {
         outcome: RELEASE_OUTCOMES[r.outcome],
         hold: holdMessage(r.hold),
@@ -375,8 +379,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
 
     async extendHold(req, ctx) {
       if (req.target.case === 'orderId') return extendOrderMessage(await orNotFound(orders().extendOrder(req.target.value, req.ttlMs)));
-      if (req.target.case !== 'holdId') throw new DomainError('invalid_argument', 'hold_id: is required (or order_id)');
-      const r = await holds().extend(req.target.value, req.ttlMs, ctx.signal);
+      const r = await holds().extend(holdTarget(req.target), req.ttlMs, ctx.signal);
       return create(ExtendHoldResponseSchema, { outcome: EXTEND_OUTCOMES[r.outcome], hold: holdMessage(r.hold) });
     },
 

@@ -85,6 +85,8 @@ function render(level) {
   $('available').textContent = fmt.format(available);
   $('total').textContent = fmt.format(total);
   $('deducted').textContent = fmt.format(deducted);
+  // Held units (Reserve) are neither available nor deducted until confirmed, released or expired.
+  $('held').textContent = fmt.format(num(level.held ?? 0));
   $('settled').textContent = fmt.format(settled);
   $('pending').textContent = fmt.format(num(level.pendingSettlement));
   $('sold-out').hidden = !level.soldOut;
