@@ -160,7 +160,41 @@ describe('orders', () => {
     // Bad input names the field.
     const bad = await err(a.client.deductOrder({ requestId: 'o-x', userId: 'u1', items: [items[0]!, items[0]!] }));
     expect([bad?.code, bad?.details]).toEqual([status.INVALID_ARGUMENT, expect.stringMatching(/^items\[1\]\.coupon_id/)]);
-    expect((await err(a.client.deductOrder({ requestId: 'o-x', userId: 'u1', items: [] })))?.details).toMatch(/^items:/);
+    const cases: [Parameters<TestApp['client']['deductOrder']>[0], status, RegExp][] = [
+      [{ requestId: 'o-x', userId: 'u1', items: [] }, status.INVALID_ARGUMENT, /^items:/],
+      [{ requestId: 'o-x', userId: 'u1', items: [{ couponId: c0!, quantity: -1n }] }, status.INVALID_ARGUMENT, /^items\[0\]\.quantity/],
+      [
+        { requestId: 'o-x', userId: 'u1', items: [items[0]!, { couponId: c1!, quantity: 10n ** 12n }] },
+        status.INVALID_ARGUMENT,
+        /^items\[1\]\.quantity/,
+      ],
+      [{ requestId: 'o-x', userId: 'u1', items: [{ couponId: 'a{b}', quantity: 1n }] }, status.INVALID_ARGUMENT, /^items\[0\]\.coupon_id/],
+      [
+        { requestId: 'o-x', userId: 'u1', items: [items[0]!, { couponId: 'no-such-coupon', quantity: 1n }] },
+        status.NOT_FOUND,
+        /no-such-coupon/,
+      ],
+      [{ requestId: 'o-x', userId: 'u1', items, ttlMs: -5 }, status.INVALID_ARGUMENT, /^ttl_ms/],
+      [{ requestId: 'o x', userId: 'u1', items }, status.INVALID_ARGUMENT, /^request_id/],
+      [{ requestId: 'o-x', userId: 'u\u0001', items }, status.INVALID_ARGUMENT, /^user_id/],
+      [
+        { requestId: 'o-x', userId: 'u1', items: Array.from({ length: 33 }, (_, i) => ({ couponId: `c${i}`, quantity: 1n })) },
+        status.INVALID_ARGUMENT,
+        /^items: must list at most 32/,
+      ],
+    ];
+    for (const [req, code, message] of cases) {
+      const e = await err(a.client.deductOrder(req));
+      expect(
+        [e?.code, e?.details],
+        JSON.stringify(req, (_, v) => (typeof v === 'bigint' ? String(v) : v)),
+      ).toEqual([code, expect.stringMatching(message)]);
+    }
+    // None of them took anything (the levels are the ones checked above).
+    expect([await level(c0!), await level(c1!)]).toEqual([
+      { available: 8, held: 0, deducted: 2 },
+      { available: 7, held: 0, deducted: 3 },
+    ]);
   });
 
   it('when 1,000 orders of 3 coupons race on two instances and one coupon sells out midway, then no order is half taken and the units add up in Redis and the ledger', async () => {
