@@ -340,7 +340,8 @@ export class OrderService {
         new Error(`order ${record.orderId}: items ${lost.map((x) => `${x.i} ${x.end}`).join(', ')} after its commit`),
       );
     const r = await this.d.records.move(record.orderId, ['committed'], 'confirmed', this.now());
-    await this.d.records.unschedule(record.orderId).catch((err) => this.d.onError?.('order unschedule', err));
+    // Not awaited: a stale due-list entry only makes the sweeper read a confirmed record and drop it.
+    this.d.records.unschedule(record.orderId).catch((err) => this.d.onError?.('order unschedule', err));
     return decided(r, record.orderId);
   }
 
