@@ -78,15 +78,9 @@ export function callGate(config: Readonly<Config>, onRefused?: (reason: RefusalR
   });
 }
 
-/** The gate as the transports' guard hooks (the live page's plain routes use `http`). */
+/** The gate for the HTTP port's plain routes (the live page); RPCs pass it in the call chain. */
 export function guards(gate: CallGate) {
   return {
-    grpc: (method: string, metadata: grpc.Metadata, peer: string) => {
-      const auth = metadata.get('authorization')[0];
-      return gate.admit(method, { authorization: typeof auth === 'string' ? auth : undefined, peer, transport: 'grpc' });
-    },
-    connect: (method: string, headers: Headers, peer: string) =>
-      gate.admit(method, { authorization: headers.get('authorization') ?? undefined, peer, transport: 'connect' }),
     http: (method: string, authorization: string | undefined, peer: string) =>
       gate.admit(method, { authorization, peer, transport: 'connect' }),
   };
