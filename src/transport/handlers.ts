@@ -4,10 +4,12 @@ import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
   CompensateOutcome,
+  CompensateOutcomeSchema,
   CompensateResponseSchema,
   CouponSchema,
   CreateCouponResponseSchema,
   DeductOutcome,
+  DeductOutcomeSchema,
   DeductResponseSchema,
   GetStockResponseSchema,
   ReconcileResponseSchema,
@@ -48,6 +50,7 @@ import {
   type ListLedgerResponse,
 } from '../gen/inventory/v1/inventory_pb.js';
 import type { AuditService } from '../audit/audit-service.js';
+import { enumValuesByName } from '../protocol/enum-names.js';
 import { anomalyMessage, deductionMessage, ledgerEntryMessage, ledgerKinds } from './audit-messages.js';
 import { saleView, type CouponAdmin } from '../domain/admin.js';
 import type { SaleSettings, StockLevel } from '../domain/model.js';
@@ -91,21 +94,13 @@ export interface HandlerDeps {
   audit?: AuditService | undefined;
 }
 
-const DEDUCT_OUTCOMES: Record<DomainDeductOutcome, DeductOutcome> = {
-  deducted: DeductOutcome.DEDUCTED,
-  sold_out: DeductOutcome.SOLD_OUT,
-  insufficient: DeductOutcome.INSUFFICIENT,
-  user_limit_exceeded: DeductOutcome.USER_LIMIT_EXCEEDED,
-  not_started: DeductOutcome.NOT_STARTED,
-  ended: DeductOutcome.ENDED,
-  sale_paused: DeductOutcome.SALE_PAUSED,
-};
-
-const COMPENSATE_OUTCOMES: Record<DomainCompensateOutcome, CompensateOutcome> = {
-  compensated: CompensateOutcome.COMPENSATED,
-  already_compensated: CompensateOutcome.ALREADY_COMPENSATED,
-  not_deducted: CompensateOutcome.NOT_DEDUCTED,
-};
+// Domain outcomes are named as the proto's enum values (protocol/enum-names.ts); the typing makes a domain
+// outcome the proto lacks a compile error.
+const DEDUCT_OUTCOMES = enumValuesByName(DeductOutcomeSchema, DeductOutcome) satisfies Record<DomainDeductOutcome, DeductOutcome>;
+const COMPENSATE_OUTCOMES = enumValuesByName(CompensateOutcomeSchema, CompensateOutcome) satisfies Record<
+  DomainCompensateOutcome,
+  CompensateOutcome
+>;
 
 export function levelMessage(l: StockLevel): StockLevelMsg {
   return create(StockLevelSchema, {
