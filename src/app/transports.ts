@@ -4,8 +4,7 @@
 import { type Config, networkLimits } from '../config.js';
 import type { Metrics } from '../observability/metrics.js';
 import { instrumentCalls } from '../observability/instrument-link.js';
-import type { CallGate } from '../access/call-gate.js';
-import { CallChain } from '../transport/call-chain.js';
+import { type Admission, CallChain } from '../transport/call-chain.js';
 import { inventoryRoutes } from '../transport/connect-routes.js';
 import { grpcNetwork, startGrpcServer, type GrpcServer } from '../transport/grpc-server.js';
 import type { InventoryHandlers } from '../transport/handlers.js';
@@ -16,7 +15,8 @@ import { grpcServerCredentials } from './security.js';
 export interface TransportDeps {
   handlers: InventoryHandlers;
   plain: PlainRoute[];
-  gate: CallGate;
+  /** The call gate (src/access/call-gate.ts), the chain's first link. */
+  gate: Admission;
   metrics: Metrics;
   log: Logger;
   /** Counts a call or connection refused before it reached a handler. */

@@ -68,7 +68,10 @@ export function instrumentCalls(o: InstrumentOptions): Instrument {
   const countersByMethod = new Map<string, PerTransport<(outcome: string) => CounterChild>>();
   const counters = (method: string) => {
     let c = countersByMethod.get(method);
-    if (!c) countersByMethod.set(method, (c = countersFor(method)));
+    if (!c) {
+      c = countersFor(method);
+      countersByMethod.set(method, c);
+    }
     return c;
   };
 
@@ -156,7 +159,10 @@ export function instrumentCalls(o: InstrumentOptions): Instrument {
           metrics.watchStreams.dec({ transport });
           calls[transport](outcome).inc();
           if (log.isLevelEnabled('debug'))
-            log.debug({ ...(fields ?? callFields(method, req, call)), outcome, sent, ms: Math.round(performance.now() - start) }, 'stream ended');
+            log.debug(
+              { ...(fields ?? callFields(method, req, call)), outcome, sent, ms: Math.round(performance.now() - start) },
+              'stream ended',
+            );
         }
       };
     },

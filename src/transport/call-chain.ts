@@ -32,11 +32,9 @@ function unimplemented(method: DescMethod): DomainError {
 function handlerStep(handlers: Partial<InventoryHandlers>, method: DescMethod): UnaryStep | StreamStep {
   const fn = (handlers as Record<string, ((req: unknown, ctx: CallContext) => unknown) | undefined>)[method.localName];
   if (method.methodKind === 'server_streaming') {
-    if (!fn) {
-      return async function* () {
-        throw unimplemented(method);
-      };
-    }
+    // Fails on its first next(), where a stream's failures arrive.
+    const failing: AsyncIterable<never> = { [Symbol.asyncIterator]: () => ({ next: () => Promise.reject(unimplemented(method)) }) };
+    if (!fn) return () => failing;
     return (req, call) => fn.call(handlers, req, call) as AsyncIterable<unknown>;
   }
   if (!fn) {

@@ -46,4 +46,3 @@ export function gateLink(gate: Admission | undefined, onRefused: RefusalHook | u
     },
   };
 }
-
