@@ -1,5 +1,6 @@
 // The one set of RPC handlers behind both ports: proto message in, converted to the domain's input (model.ts),
-// domain call, proto message out. No transport types here; src/transport/grpc-server.ts and connect-routes.ts adapt these to grpc-js and Connect.
+// domain call, proto message out. No transport types here: call-chain.ts puts the gate and the instrumentation
+// in front of them, and grpc-server.ts and connect-routes.ts serve that chain over grpc-js and Connect.
 import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
@@ -68,6 +69,8 @@ export interface CallContext {
   requestId?: string | undefined;
 }
 
+/** One method per RPC, named as the descriptor's localName. A new RPC needs only its method here (and in
+ *  createHandlers): the call chain gates and instruments every RPC of the proto that has a handler. */
 export interface InventoryHandlers {
   createCoupon(req: CreateCouponRequest, ctx: CallContext): Promise<CreateCouponResponse>;
   getStock(req: GetStockRequest, ctx: CallContext): Promise<GetStockResponse>;
