@@ -6,6 +6,7 @@ import { DomainError } from '../domain/errors.js';
 import type { Admission, Call, Link, RefusalHook } from './call-link.js';
 
 const noRefusal = () => {};
+const pastDeadline = () => new DomainError('deadline_exceeded', 'deadline exceeded before the call started');
 
 export function gateLink(gate: Admission | undefined, onRefused: RefusalHook | undefined): Link {
   const admit = (method: DescMethod) => {
@@ -13,7 +14,7 @@ export function gateLink(gate: Admission | undefined, onRefused: RefusalHook | u
     const name = method.name;
     return (call: Call): (() => void) => {
       try {
-        if (call.signal.aborted) throw new DomainError('deadline_exceeded', 'deadline exceeded before the call started');
+        if (call.signal.aborted) throw pastDeadline();
         return gate ? gate.admit(name, call) : noRefusal;
       } catch (err) {
         refused(call, err);
@@ -21,6 +22,27 @@ export function gateLink(gate: Admission | undefined, onRefused: RefusalHook | u
       }
     };
   };
+  if (!gate) {
+    // No gate (tests, bench baselines): only the deadline check, without a promise of its own per call.
+    return {
+      unary: (next, method) => {
+        const refused = onRefused?.(method) ?? noRefusal;
+        return (req, call) => {
+          if (!call.signal.aborted) return next(req, call);
+          const err = pastDeadline();
+          refused(call, err);
+          return Promise.reject(err);
+        };
+      },
+      stream: (next, method) => {
+        const enter = admit(method);
+        return async function* (req, call) {
+          enter(call);
+          yield* next(req, call);
+        };
+      },
+    };
+  }
   return {
     unary(next, method) {
       const enter = admit(method);
