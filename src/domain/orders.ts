@@ -50,7 +50,7 @@ export interface OrderItemResult {
 export interface OrderResult {
   orderId: string;
   outcome: OrderOutcome;
-  /** Answered from an earlier call's record. */
+  /** The order's decision was made by an earlier call (this one answered from its record). */
   replayed: boolean;
   refused?: OrderRefused;
   /** held: when the first of the holds expires. */
@@ -124,7 +124,7 @@ export class OrderService {
     const record = await this.existing(orderId);
     if (record.state !== 'held') return this.follow(record, true, []);
     const seen: Seen = [];
-    return this.commit(record, await this.lifetime(record, seen), seen, false);
+    return this.commit(record, await this.lifetime(record, seen), seen);
   }
 
   /** Releases every hold of an order that is not confirmed. */
@@ -227,7 +227,7 @@ export class OrderService {
       );
     }
     const record = opened.record;
-    if (record.state === 'pending') return this.take(record, opened.kind === 'found', signal);
+    if (record.state === 'pending') return this.take(record, signal);
     const answer = await this.follow(record, true, []);
     // The due-list entry written above for a replay: a held order is looked at once it expires, an ended one never.
     const tidy =
@@ -239,8 +239,9 @@ export class OrderService {
     return answer;
   }
 
-  /** Holds every item (replays for those held before), then decides. */
-  private async take(record: OrderRecord, replayed: boolean, signal?: AbortSignal): Promise<OrderResult> {
+  /** Holds every item (replays for those held before), then decides. `replayed` in the answer: the decision was
+   * an earlier call's (a call that finishes an order a dead caller left undecided decides it itself). */
+  private async take(record: OrderRecord, signal?: AbortSignal): Promise<OrderResult> {
     const takes = await Promise.all(
       record.items.map((item, i) =>
         this.d.holds.reserve({ ...this.holdKey(record, i), quantity: item.quantity, ttlMs: record.ttlMs }, signal).then(
@@ -275,9 +276,9 @@ export class OrderService {
       });
       if (r.kind === 'late') return this.abortExpired(record, ['pending'], seen);
       if (r.kind === 'moved') await this.d.records.schedule(record.orderId, expiresAtMs + this.d.settings.graceMs);
-      return this.follow(decided(r, record.orderId), replayed || r.kind !== 'moved', seen);
+      return this.follow(decided(r, record.orderId), r.kind !== 'moved', seen);
     }
-    return this.commit(record, await this.lifetime(record, seen), seen, replayed);
+    return this.commit(record, await this.lifetime(record, seen), seen);
   }
 
   /** Makes every hold live at least the commit margin (plus the sweeper's delay) from now: the earliest expiry
@@ -298,7 +299,7 @@ export class OrderService {
   }
 
   /** Records the commit (only while every hold outlives it by the margin), then confirms every hold. */
-  private async commit(record: OrderRecord, expiresAtMs: number | null, seen: Seen, replayed: boolean): Promise<OrderResult> {
+  private async commit(record: OrderRecord, expiresAtMs: number | null, seen: Seen): Promise<OrderResult> {
     const from: ('pending' | 'held')[] = record.state === 'held' ? ['held'] : ['pending'];
     if (expiresAtMs === null) return this.abortExpired(record, from, seen);
     const r = await this.d.records.move(record.orderId, from, 'committed', this.now(), {
@@ -307,7 +308,7 @@ export class OrderService {
     });
     if (r.kind === 'late') return this.abortExpired(record, from, seen);
     if (r.kind === 'moved') await this.d.records.schedule(record.orderId, this.now() + this.d.settings.finishAfterMs);
-    return this.follow(decided(r, record.orderId), replayed || r.kind !== 'moved', seen);
+    return this.follow(decided(r, record.orderId), r.kind !== 'moved', seen);
   }
 
   private async abortExpired(record: OrderRecord, from: ('pending' | 'held')[], seen: Seen): Promise<OrderResult> {
@@ -333,12 +334,22 @@ export class OrderService {
       return r.end;
     });
     const lost = ends.map((end, i) => ({ end, i })).filter((x) => x.end !== 'confirmed');
-    // Cannot happen while the margin holds (the holds outlive the commit); if it does, it must be seen.
-    if (lost.length > 0)
+    if (lost.length > 0) {
+      // A hold ended before its confirm: only if the commit margin was not enough (a stall longer than it
+      // between the commit and the confirms). The order must still not stay half taken: the items confirmed are
+      // given back (a compensation each, idempotent, so every finisher may do it) and the order ends EXPIRED.
       this.d.onError?.(
         'order confirm',
-        new Error(`order ${record.orderId}: items ${lost.map((x) => `${x.i} ${x.end}`).join(', ')} after its commit`),
+        new Error(`order ${record.orderId}: items ${lost.map((x) => `${x.i} ${x.end}`).join(', ')} after its commit; undoing the others`),
       );
+      await this.each(record, (hold, i) =>
+        ends[i] === 'confirmed'
+          ? this.d.holds.compensate(hold, `order ${record.orderId}: another item expired before its confirm`)
+          : Promise.resolve(null),
+      );
+      const r = await this.d.records.move(record.orderId, ['committed'], 'aborted', this.now(), { set: { abort: 'expired' } });
+      return decided(r, record.orderId);
+    }
     const r = await this.d.records.move(record.orderId, ['committed'], 'confirmed', this.now());
     // Not awaited: a stale due-list entry only makes the sweeper read a confirmed record and drop it.
     this.d.records.unschedule(record.orderId).catch((err) => this.d.onError?.('order unschedule', err));

@@ -278,6 +278,7 @@ describe('OrderService over fakes', () => {
     ).rejects.toThrow(/injected reserve/);
     expect((await t.records.read('o1'))?.state).toBe('pending');
     expect([t.units('a').held, t.units('b').held, t.units('c').held]).toEqual([1, 1, 0]);
+    // The retry decides (the dead call never did): not a replay.
     expect(
       await t.orders.deductOrder(
         order('o1', [
@@ -286,7 +287,7 @@ describe('OrderService over fakes', () => {
           ['c', 1],
         ]),
       ),
-    ).toMatchObject({ outcome: 'confirmed', replayed: true });
+    ).toMatchObject({ outcome: 'confirmed', replayed: false });
     for (const c of ['a', 'b', 'c']) expect(t.units(c)).toEqual({ available: 4, held: 0, deducted: 1 });
   });
 
@@ -443,6 +444,45 @@ describe('OrderService over fakes', () => {
       ),
     ).toMatchObject({ outcome: 'confirmed', replayed: true });
     expect(t.errors).toEqual([]);
+  });
+
+  it('when a stall outlasts the commit margin and a hold expires before its confirm, then the confirmed items are given back and the order ends expired', async () => {
+    const t = setup({ a: 5, b: 5, c: 5 });
+    t.holds.failNext('confirm', 'o1:2');
+    await expect(
+      t.orders.deductOrder(
+        order(
+          'o1',
+          [
+            ['a', 1],
+            ['b', 1],
+            ['c', 1],
+          ],
+          'u1',
+          4_000,
+        ),
+      ),
+    ).rejects.toThrow(/injected confirm/);
+    expect([t.units('a').deducted, t.units('b').deducted, t.units('c').deducted]).toEqual([1, 1, 0]);
+    // Nobody finishes it in time: item c's hold expires (the sweeper stalled past the margin).
+    t.clock.advance(60_000);
+    expect(await t.sweeper.sweep()).toBe(1);
+    for (const c of ['a', 'b', 'c']) expect(t.units(c)).toEqual({ available: 5, held: 0, deducted: 0 });
+    expect(
+      await t.orders.deductOrder(
+        order(
+          'o1',
+          [
+            ['a', 1],
+            ['b', 1],
+            ['c', 1],
+          ],
+          'u1',
+          4_000,
+        ),
+      ),
+    ).toMatchObject({ outcome: 'expired', replayed: true });
+    expect(t.errors.map((e) => e.what)).toEqual(['order confirm']);
   });
 
   it('when the holds of a DeductOrder would expire within the commit margin, then they are extended before the commit', async () => {
