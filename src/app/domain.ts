@@ -119,9 +119,9 @@ export function buildDomain(
       outbox: new OutboxStreams(redis, config.namespace, config.instanceId),
       stream: new SettlementStreamReader(nats, names),
       publisher: new JetStreamPublisher(nats, names),
-      refusals: new RedisRefusalStore(redis, config.namespace, replicaAck),
+      refusals: new RedisRefusalStore(redis, config.namespace, config.idempotencyWindowS, replicaAck),
       recoveryRepo: new RecoveryRepository(orm),
-      recoveryStore: new RedisRecoveryStore(redis, config.namespace, replicaAck),
+      recoveryStore: new RedisRecoveryStore(redis, config.namespace, config.idempotencyWindowS, replicaAck),
       stock: guardedStore,
       signals,
       nats,
@@ -160,7 +160,7 @@ export function buildDomain(
   const audit = new AuditService({
     coupon: (id) => catalog.get(id),
     records: guardErrors(new MikroAuditRecords(orm), 'the database'),
-    requests: guardErrors(new RedisRequestRecords(redis, config.namespace), 'Redis'),
+    requests: guardErrors(new RedisRequestRecords(redis, config.namespace, config.idempotencyWindowS), 'Redis'),
     inFlight: (coupon) => settlement.inFlight.snapshot(coupon),
     now,
   });

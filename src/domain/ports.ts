@@ -6,7 +6,7 @@ import type { Coupon, SaleSettings, ShardRef } from './model.js';
 // Adapters implement these over the domain's own types; re-exported so they need one import.
 export type { Coupon, SaleSettings, ShardRef } from './model.js';
 
-/** One deduction as deduct-5.lua takes it (validated; the coupon's per-user limit attached). */
+/** One deduction as deduct-7.lua takes it (validated; the coupon's per-user limit attached). */
 export interface DeductScriptInput {
   requestId: string;
   userId: string;
