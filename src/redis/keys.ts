@@ -86,5 +86,11 @@ export function soldOutMarkKey(namespace: string, couponId: string): string {
   return `${namespace}:soldout:{${couponId}}`;
 }
 
+/** string: "2" once the legacy per-request keys of the namespace were folded into the bucketed hashes
+ *  (legacy-fold.ts); no hash tag, it is one key for the whole namespace. */
+export function layoutMarkerKey(namespace: string): string {
+  return `${namespace}:layout`;
+}
+
 /** Consumer group every service instance joins on every outbox stream. */
 export const RELAY_GROUP = 'relay';

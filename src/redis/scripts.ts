@@ -54,6 +54,7 @@ export class Scripts {
     claimRead: ScriptFn;
     claimKeep: ScriptFn;
     recordRead: ScriptFn;
+    legacyFold: ScriptFn;
     shardPause: ScriptFn;
     shardResume: ScriptFn;
     shardAdjust: ScriptFn;
@@ -82,6 +83,7 @@ export class Scripts {
       claimRead: scriptFn(redis, 'claimRead'),
       claimKeep: scriptFn(redis, 'claimKeep'),
       recordRead: scriptFn(redis, 'recordRead'),
+      legacyFold: scriptFn(redis, 'legacyFold'),
       shardPause: scriptFn(redis, 'shardPause'),
       shardResume: scriptFn(redis, 'shardResume'),
       shardAdjust: scriptFn(redis, 'shardAdjust'),
@@ -312,6 +314,17 @@ export class Scripts {
         first,
       ),
     );
+    if (r === -8) throw clockSkew();
+    return r === 1;
+  }
+
+  /** legacy-fold-5.lua: moves one legacy per-request key of shard `tag` into the bucketed hashes. */
+  async legacyFold(tag: string, kind: 'req' | 'claim' | 'user', id: string, holdMs: number): Promise<boolean> {
+    const k = shardKeys(this.namespace, tag);
+    const legacyKey = kind === 'req' ? k.legacy.request(id) : kind === 'claim' ? k.legacy.claim(id) : k.legacy.user(id);
+    const [b0, b1, b2, first] = this.buckets(k, kind === 'claim' ? 'claims' : 'records', this.clock());
+    const field = kind === 'user' ? id : recordField(id);
+    const r = Number(await this.fn.legacyFold(legacyKey, b0, b1, b2, k.users, kind, field, this.windowS, first, holdMs));
     if (r === -8) throw clockSkew();
     return r === 1;
   }
