@@ -31,7 +31,9 @@
     { 2, remaining, compensated }      replay of a recorded deduction (compensated: 1 if given back since)
     {-1, avail, epoch }                the shard holds fewer than `quantity` units; epoch: its recovery epoch
     {-2, held }                        the user already holds `held` units; quantity would pass the limit
-    {-3, field, recorded }             request_id was first used with another user_id or quantity
+    {-3, field, recorded }             request_id was first used with another user_id or quantity, or by a
+                                       Reserve (field 'kind', recorded 'reserve': a record value that does not
+                                       start with a digit)
     {-4 }                              the shard hash is missing (evicted or lost): recover the coupon, then retry
     {-5, waitMs }                      the coupon is paused for recovery (shard-pause-1.lua); retry after waitMs
     {-7 }                              a recovery ran since the credits were planned: none applied. It counted
@@ -85,6 +87,8 @@ end
 
 local packed = findField(2, field)
 if packed then
+  -- A record that is not a deduction's (it starts with a letter: a Reserve's hold) owns the request id.
+  if not string.find(packed, '^%d') then return { -3, 'kind', 'reserve' } end
   local rec = unpackRecord(packed)
   if rec.u ~= userId then return { -3, 'user_id', rec.u } end
   if tonumber(rec.q) ~= quantity then return { -3, 'quantity', rec.q } end
