@@ -30,16 +30,16 @@ describe('ids', () => {
 describe('outbox fields', () => {
   const all = Object.values(OUTBOX_FIELDS).sort();
 
-  it('when deduct-5.lua appends its event, then it writes every field the parser reads but the reason', () => {
-    expect(xaddFields('deduct-5.lua').sort()).toEqual(all.filter((f) => f !== OUTBOX_FIELDS.reason));
+  it('when deduct-7.lua appends its event, then it writes every field the parser reads but the reason', () => {
+    expect(xaddFields('deduct-7.lua').sort()).toEqual(all.filter((f) => f !== OUTBOX_FIELDS.reason));
   });
 
-  it('when compensate-4.lua appends its event, then it writes every field the parser reads', () => {
-    expect(xaddFields('compensate-4.lua').sort()).toEqual(all);
+  it('when compensate-6.lua appends its event, then it writes every field the parser reads', () => {
+    expect(xaddFields('compensate-6.lua').sort()).toEqual(all);
   });
 
   it('when an entry carries those fields, then the parser reads an event from it', () => {
-    for (const script of ['deduct-5.lua', 'compensate-4.lua']) {
+    for (const script of ['deduct-7.lua', 'compensate-6.lua']) {
       const sample: Record<string, string> = {
         k: script.startsWith('deduct') ? 'D' : 'C',
         c: 'c1',

@@ -49,6 +49,12 @@ import type { Connections } from './connect.js';
 
 export type Domain = ReturnType<typeof buildDomain>;
 
+function holdTtl(config: Readonly<Config>) {
+  const maxMs = Math.min(config.holdTtlMaxMs, config.idempotencyWindowS * 500);
+  const minMs = Math.min(config.holdTtlMinMs, maxMs);
+  return { minMs, maxMs, defaultMs: Math.max(minMs, Math.min(config.holdTtlDefaultMs, maxMs)) };
+}
+
 export function buildDomain(
   config: Readonly<Config>,
   c: Connections,
@@ -122,9 +128,9 @@ export function buildDomain(
       outbox: new OutboxStreams(redis, config.namespace, config.instanceId),
       stream: new SettlementStreamReader(nats, names),
       publisher: new JetStreamPublisher(nats, names),
-      refusals: new RedisRefusalStore(redis, config.namespace, replicaAck),
+      refusals: new RedisRefusalStore(redis, config.namespace, config.idempotencyWindowS, replicaAck),
       recoveryRepo: new RecoveryRepository(orm),
-      recoveryStore: new RedisRecoveryStore(redis, config.namespace, replicaAck),
+      recoveryStore: new RedisRecoveryStore(redis, config.namespace, config.idempotencyWindowS, replicaAck),
       stock: guardedStore,
       signals,
       nats,
@@ -166,7 +172,8 @@ export function buildDomain(
     reloader,
     soldOut,
     signals,
-    { minMs: config.holdTtlMinMs, maxMs: config.holdTtlMaxMs, defaultMs: config.holdTtlDefaultMs },
+    // A hold must end while its record (kept at least one idempotency window) is there: at most half a window.
+    holdTtl(config),
     config.maxQuantity,
     changes,
   );
@@ -182,7 +189,7 @@ export function buildDomain(
   const audit = new AuditService({
     coupon: (id) => catalog.get(id),
     records: guardErrors(new MikroAuditRecords(orm), 'the database'),
-    requests: guardErrors(new RedisRequestRecords(redis, config.namespace), 'Redis'),
+    requests: guardErrors(new RedisRequestRecords(redis, config.namespace, config.idempotencyWindowS), 'Redis'),
     inFlight: (coupon) => settlement.inFlight.snapshot(coupon),
     now,
   });

@@ -6,7 +6,7 @@ import type { Coupon, SaleSettings, ShardRef } from './model.js';
 // Adapters implement these over the domain's own types; re-exported so they need one import.
 export type { Coupon, SaleSettings, ShardRef } from './model.js';
 
-/** One deduction as deduct-5.lua takes it (validated; the coupon's per-user limit attached). */
+/** One deduction as deduct-7.lua takes it (validated; the coupon's per-user limit attached). */
 export interface DeductScriptInput {
   requestId: string;
   userId: string;
@@ -242,8 +242,8 @@ export interface HoldStore {
   /** null: no hold recorded under the request id (a Deduct's record is not one). */
   read(shard: ShardRef, requestId: string): Promise<HoldRecord | null>;
   /** keep: units to confirm, 0 = all. */
-  confirm(shard: ShardRef, requestId: string, userId: string, keep: number): Promise<HoldConfirmReply>;
-  release(shard: ShardRef, requestId: string, userId: string): Promise<HoldReleaseReply>;
+  confirm(shard: ShardRef, requestId: string, keep: number): Promise<HoldConfirmReply>;
+  release(shard: ShardRef, requestId: string): Promise<HoldReleaseReply>;
   extend(shard: ShardRef, requestId: string, ttlMs: number): Promise<HoldExtendReply>;
   /** Puts the shard in the index sweepers visit (before and after a Reserve). */
   index(shard: ShardRef): Promise<void>;

@@ -39,7 +39,7 @@ export class RedisStockStore implements StockStore {
     private readonly redis: Cluster,
     private readonly options: RedisStockStoreOptions,
   ) {
-    this.scripts = new Scripts(redis, options.namespace);
+    this.scripts = new Scripts(redis, options.namespace, options.idempotencyWindowS);
   }
 
   keys(shard: ShardRef): ShardKeys {
@@ -53,7 +53,7 @@ export class RedisStockStore implements StockStore {
   async deduct(shard: ShardRef, input: DeductScriptInput, credits: Credit[], creditEpoch = ''): Promise<DeductScriptResult> {
     const k = this.keys(shard);
     const owner = this.beforeWrite(k.shard);
-    const r = await this.scripts.deduct(shard, input, this.options.idempotencyWindowS, credits, creditEpoch, CREDIT_RETENTION_MS);
+    const r = await this.scripts.deduct(shard, input, credits, creditEpoch, CREDIT_RETENTION_MS);
     if (r.kind === 'deducted') await this.replicated(k.shard, owner);
     // The original write may not have reached a replica when it was answered (e.g. the WAIT timed out).
     else if (r.kind === 'replay') await this.vouch(k, owner);
@@ -64,23 +64,21 @@ export class RedisStockStore implements StockStore {
   async compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult> {
     const k = this.keys(shard);
     const owner = this.beforeWrite(k.shard);
-    const r = await this.scripts.compensate(shard, requestId, reason, limitedUserId);
+    const r = await this.scripts.compensate(shard, requestId, reason, limitedUserId !== undefined);
     if (r.kind === 'compensated') await this.replicated(k.shard, owner);
     else if (r.kind === 'already') await this.vouch(k, owner);
     return r;
   }
 
   async claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null | 'missing'> {
-    this.options.fence?.assertOpen(this.keys(shard).claim(requestId));
+    this.options.fence?.assertOpen(this.keys(shard).shard);
     return this.scripts.claim(shard, requestId, value, Math.min(CLAIM_HOLD_S, this.options.idempotencyWindowS));
   }
 
   async keepClaim(shard: ShardRef, requestId: string, value: string): Promise<void> {
-    const key = this.keys(shard).claim(requestId);
-    const held = await this.redis.getex(key, 'EX', this.options.idempotencyWindowS);
-    // Gone only when the call outlived the hold: put it back for the window. Held by another user (claimed
-    // after it lapsed) cannot be undone here; that user's own deduction is refused or recorded on its shard.
-    if (held === null) await this.redis.set(key, value, 'EX', this.options.idempotencyWindowS, 'NX');
+    // Gone only when the call outlived the hold: put back for the window. Held by another user (claimed after
+    // it lapsed) cannot be undone here; that user's own deduction is refused or recorded on its shard.
+    await this.scripts.claimKeep(shard, requestId, value, false);
   }
 
   readClaim(shard: ShardRef, requestId: string): Promise<string | null | 'missing'> {
@@ -90,10 +88,10 @@ export class RedisStockStore implements StockStore {
   async readRequest(shard: ShardRef, requestId: string) {
     const k = this.keys(shard);
     const owner = this.options.replicaAck?.owner(k.shard);
-    const [u, q, r, c] = await this.redis.hmget(k.request(requestId), 'u', 'q', 'r', 'c');
-    if (q === null || q === undefined) return null;
+    const rec = await this.scripts.recordRead(shard, requestId);
+    if (rec === null) return null;
     await this.vouch(k, owner);
-    return { userId: u ?? '', quantity: Number(q), remaining: Number(r), compensated: c === '1' };
+    return { userId: rec.userId, quantity: rec.quantity, remaining: rec.remaining, compensated: rec.compensated };
   }
 
   async probe(shards: ShardRef[]): Promise<ShardLevel[]> {
