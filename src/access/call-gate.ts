@@ -41,6 +41,12 @@ export interface Caller {
 
 const noop = () => {};
 
+/** Who a caller is for the per-caller bounds: its token's name, else its host. Only built when a bound needs
+ *  it (rate limits are off by default, and this runs on every call). */
+function identityOf(who: TokenEntry | undefined, caller: Caller): string {
+  return who ? `token:${who.name}` : `peer:${peerHost(caller.peer)}`;
+}
+
 export class CallGate {
   private readonly buckets: TokenBuckets | undefined;
   readonly inFlight: InFlightLimit | undefined;
@@ -64,8 +70,8 @@ export class CallGate {
       this.o.onRefused?.('permission_denied', caller.transport);
       throw new DomainError('permission_denied', `caller ${who.name} (role ${who.role}) may not call ${method}`);
     }
-    const identity = who ? `token:${who.name}` : `peer:${peerHost(caller.peer)}`;
     if (this.buckets) {
+      const identity = identityOf(who, caller);
       const wait = this.buckets.take(identity);
       if (wait > 0) {
         this.refused.rateLimited++;
@@ -77,7 +83,7 @@ export class CallGate {
         );
       }
     }
-    if (this.o.streaming?.has(method)) return this.openStream(identity, caller);
+    if (this.o.streaming?.has(method)) return this.openStream(identityOf(who, caller), caller);
     if (!this.inFlight) return noop;
     const release = this.inFlight.tryEnter();
     if (!release) {
