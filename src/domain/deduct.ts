@@ -39,7 +39,7 @@ export interface DeductResult {
 }
 
 /** Reserve takes its units exactly as Deduct does (routing, claims, fallback moves, sold-out fast path), with
- * hold-reserve-5.lua in place of deduct-5.lua: src/domain/hold-service.ts passes this. */
+ * hold-reserve-7.lua in place of deduct-7.lua: src/domain/hold-service.ts passes this. */
 export interface HoldTake {
   ttlMs: number;
   store: HoldStore;

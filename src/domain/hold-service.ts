@@ -1,5 +1,5 @@
 // The Holds use case (port: holds.ts). Reserve takes units exactly as Deduct does — DeductService runs it with
-// hold-reserve-5.lua in place of deduct-5.lua — so routing, claims, fallback moves, the sold-out fast path,
+// hold-reserve-7.lua in place of deduct-7.lua — so routing, claims, fallback moves, the sold-out fast path,
 // per-user limits and input errors are the same. Confirm, Release and ExtendHold are one script each on the
 // hold's shard; which of confirm, release and expiry wins is decided there, on the Redis server's clock.
 import type { CouponCatalog } from './coupon-catalog.js';

@@ -20,7 +20,7 @@ export interface Credit {
 }
 
 export type DeductScriptResult =
-  /** expiresAtMs: set by a Reserve (hold-reserve-5.lua), on the Redis server's clock. */
+  /** expiresAtMs: set by a Reserve (hold-reserve-7.lua), on the Redis server's clock. */
   | { kind: 'deducted'; remaining: number; expiresAtMs?: number }
   | { kind: 'replay'; remaining: number; compensated: boolean }
   /** epoch: the shard's recovery epoch, under which fallback credits for it are planned. */
