@@ -136,7 +136,7 @@ export class DeductService {
     for (let round = 0; round < MAX_ROUNDS; round++) {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
-      const r = await this.store.deduct(homeRef, { ...req, quantity: want }, credits, creditEpoch);
+      const r = await this.store.deduct(homeRef, { ...req, quantity: want }, credits, creditEpoch, signal);
       if (r.kind === 'stale_credits') {
         // Not acknowledged: a live source keeps the units in transit until the sweeper lands them.
         credits = [];
