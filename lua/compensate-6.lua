@@ -33,9 +33,8 @@
 ]]
 -- @include paused-for
 -- @include buckets
+-- @include shard-ops
 local shardKey = KEYS[1]
-local usersKey = KEYS[5]
-local outboxKey = KEYS[6]
 
 local requestId = ARGV[1]
 local field = ARGV[2]
@@ -53,30 +52,4 @@ end
 local wait = pausedFor(state[2])
 if wait > 0 then return { -5, wait } end
 if not writeSlot(tonumber(ARGV[8]), tonumber(ARGV[9])) then return { -8 } end
-local packed, at = findField(2, field)
-if not packed then
-  return { 3 }
-end
--- A hold (lua/includes/hold-record.lua: a value starting with a letter) is no deduction until it is confirmed.
-if not string.match(packed, '^%d') then return { 3 } end
-local rec = unpackRecord(packed)
-if hasFlag(rec, 'c') then
-  return { 2, tonumber(state[1]) }
-end
-
-local quantity = tonumber(rec.q)
-local avail = tonumber(state[1])
-if not hasFlag(rec, 'x') then
-  avail = redis.call('HINCRBY', shardKey, 'avail', quantity)
-end
-redis.call('HINCRBY', shardKey, 'net', -quantity)
-if limited then
-  local held = tonumber(redis.call('HGET', usersKey, rec.u) or '0')
-  redis.call('HSET', usersKey, rec.u, math.max(0, held - quantity))
-end
--- In place: the record's hash already lives as long as the record must.
-rec.f = rec.f .. 'c'
-redis.call('HSET', KEYS[2 + at], field, packRecord(rec))
-redis.call('XADD', outboxKey, '*', 'k', 'C', 'c', couponId, 'r', requestId, 'u', rec.u,
-  'q', quantity, 's', shardIndex, 't', nowMs, 'm', reason)
-return { 1, avail, quantity }
+return compensateRecorded(requestId, field, reason, limited, tonumber(state[1]), shardIndex, couponId, nowMs)

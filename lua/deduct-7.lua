@@ -44,9 +44,8 @@
 ]]
 -- @include paused-for
 -- @include buckets
+-- @include shard-ops
 local shardKey = KEYS[1]
-local usersKey = KEYS[5]
-local outboxKey = KEYS[6]
 local creditsKey = KEYS[7]
 
 local requestId = ARGV[1]
@@ -85,34 +84,4 @@ if #ARGV >= 14 then
   redis.call('ZREMRANGEBYSCORE', creditsKey, '-inf', nowMs - creditRetentionMs)
 end
 
-local packed = findField(2, field)
-if packed then
-  -- A record that is not a deduction's (it starts with a letter: a Reserve's hold) owns the request id.
-  if not string.find(packed, '^%d') then return { -3, 'kind', 'reserve' } end
-  local rec = unpackRecord(packed)
-  if rec.u ~= userId then return { -3, 'user_id', rec.u } end
-  if tonumber(rec.q) ~= quantity then return { -3, 'quantity', rec.q } end
-  return { 2, tonumber(rec.r), hasFlag(rec, 'c') and 1 or 0 }
-end
-
-if limit > 0 then
-  local held = tonumber(redis.call('HGET', usersKey, userId) or '0')
-  if held + quantity > limit then
-    return { -2, held }
-  end
-end
-
-local avail = tonumber(redis.call('HGET', shardKey, 'avail'))
-if avail < quantity then
-  return { -1, avail, redis.call('HGET', shardKey, 'ep') or '' }
-end
-
-local remaining = redis.call('HINCRBY', shardKey, 'avail', -quantity)
-redis.call('HINCRBY', shardKey, 'net', quantity)
-if limit > 0 then
-  redis.call('HINCRBY', usersKey, userId, quantity)
-end
-writeField(2, slot, firstBucket, windowSec, field, packRecord({ q = quantity, r = remaining, t = nowMs, f = '', u = userId }))
-redis.call('XADD', outboxKey, '*', 'k', 'D', 'c', couponId, 'r', requestId, 'u', userId,
-  'q', quantity, 's', shardIndex, 't', nowMs)
-return { 1, remaining }
+return deductRecorded(requestId, field, userId, quantity, limit, windowSec, firstBucket, slot, shardIndex, couponId, nowMs)

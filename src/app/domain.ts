@@ -77,11 +77,13 @@ export function buildDomain(
         onReopened: (e) => log.info(e, 'redis slots reopened after failover'),
       })
     : undefined;
+  const batchSizes = metrics.shardBatchSize.child();
   const store = new RedisStockStore(redis, {
     namespace: config.namespace,
     idempotencyWindowS: config.idempotencyWindowS,
     replicaAck,
     fence,
+    batch: { max: config.shardBatchMax, waitUs: config.shardBatchWaitUs, onBatch: (n) => batchSizes.observe(n) },
   });
   const guardedStore: StockStore = guardErrors(timed(store, metrics.redisDuration, metrics.redisErrors), 'Redis');
   const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');

@@ -64,9 +64,22 @@ export interface StockStore {
   /** net: units the shard counts as deducted (a reloaded shard's share of the coupon's net deductions). */
   initShard(shard: ShardRef, available: number, net?: number): Promise<boolean>;
   /** creditEpoch: the epoch of the 'short' answer the credits were planned under ('' without credits). */
-  deduct(shard: ShardRef, input: DeductScriptInput, credits: Credit[], creditEpoch?: string): Promise<DeductScriptResult>;
+  /** signal: the call's deadline; a call still waiting for its batch when it passes is dropped from it. */
+  deduct(
+    shard: ShardRef,
+    input: DeductScriptInput,
+    credits: Credit[],
+    creditEpoch?: string,
+    signal?: AbortSignal,
+  ): Promise<DeductScriptResult>;
   /** limitedUserId: the deduction's user when the coupon has a per-user limit (its count is given back). */
-  compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult>;
+  compensate(
+    shard: ShardRef,
+    requestId: string,
+    reason: string,
+    limitedUserId: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<CompensateScriptResult>;
   /** SET NX GET of "user|quantity" on the request's own shard, held briefly; returns what was there before
    * (null: claimed now; 'missing': that shard is gone with its claims: recover, then claim again). */
   claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null | 'missing'>;

@@ -43,6 +43,12 @@ function clockSkew(): Error {
   return new Error("this instance's clock is more than half an idempotency window off the Redis server's: fix its time sync");
 }
 
+/** One request of a group commit (shard-batch-7.lua). */
+export type BatchOp = { op: 'D'; input: DeductScriptInput } | { op: 'C'; requestId: string; reason: string; limited: boolean };
+
+/** Each request's own answer: what deduct-7.lua or compensate-6.lua would have answered, or its own error. */
+export type BatchReply = DeductScriptResult | CompensateScriptResult | Error;
+
 /** The registered script function (defineCommand in cluster.ts), looked up once. */
 function scriptFn(cluster: Cluster, name: string): ScriptFn {
   const fn = (cluster as unknown as Record<string, ScriptFn | undefined>)[name];
@@ -64,6 +70,7 @@ export class Scripts {
     claimKeep: ScriptFn;
     recordRead: ScriptFn;
     legacyFold: ScriptFn;
+    shardBatch: ScriptFn;
     shardPause: ScriptFn;
     shardResume: ScriptFn;
     shardAdjust: ScriptFn;
@@ -99,6 +106,7 @@ export class Scripts {
       claimKeep: scriptFn(redis, 'claimKeep'),
       recordRead: scriptFn(redis, 'recordRead'),
       legacyFold: scriptFn(redis, 'legacyFold'),
+      shardBatch: scriptFn(redis, 'shardBatch'),
       shardPause: scriptFn(redis, 'shardPause'),
       shardResume: scriptFn(redis, 'shardResume'),
       shardAdjust: scriptFn(redis, 'shardAdjust'),
@@ -171,6 +179,48 @@ export class Scripts {
     ];
     for (const c of credits) args.push(c.id, c.quantity);
     return parseDeduct((await this.fn.deduct(...args)) as Reply);
+  }
+
+  /** shard-batch-7.lua: the requests in order, one reply each. vouch: touch the ack key when a reply vouches
+   * for an earlier write (`replica` ack level). */
+  async shardBatch(shard: ShardRef, ops: readonly BatchOp[], vouch: boolean): Promise<BatchReply[]> {
+    const k = this.keys(shard);
+    const now = this.clock();
+    const [r0, r1, r2, first] = this.buckets(k, 'records', now);
+    const args: Arg[] = [
+      k.shard,
+      r0,
+      r1,
+      r2,
+      k.users,
+      k.outbox,
+      k.ack,
+      this.windowS,
+      first,
+      shard.couponId,
+      shard.index,
+      now,
+      vouch ? 1 : 0,
+    ];
+    for (const o of ops) {
+      if (o.op === 'D') {
+        const i = o.input;
+        args.push('D', i.requestId, recordField(i.requestId), i.userId, i.quantity, i.perUserLimit);
+      } else {
+        args.push('C', o.requestId, recordField(o.requestId), '', o.reason, o.limited ? 1 : 0);
+      }
+    }
+    const replies = (await this.fn.shardBatch(...args)) as Reply[];
+    return ops.map((o, i) => {
+      const r = replies[i];
+      if (!r) return new Error(`shard-batch-7.lua returned no reply for request ${i}`);
+      if (Number(r[0]) === -9) return new Error(`shard-batch-7.lua: ${String(r[1])}`);
+      try {
+        return o.op === 'D' ? parseDeduct(r) : parseCompensate(r);
+      } catch (err) {
+        return err as Error;
+      }
+    });
   }
 
   /** hold-reserve-7.lua: the same results as deduct-7.lua; a new hold carries its expiry. A replay of a hold

@@ -14,6 +14,7 @@ import type {
 import type { ShardKeys } from './keys.js';
 import type { ReplicaAck } from './replica-ack.js';
 import { Scripts } from './scripts.js';
+import { ShardBatcher } from './shard-batcher.js';
 import { parseShardLevel, SHARD_LEVEL_FIELDS } from './shard-level.js';
 
 /** Applied credit ids are kept this long: far longer than any move or restock stays unfinished. */
@@ -30,16 +31,29 @@ export interface RedisStockStoreOptions {
   replicaAck?: ReplicaAck | undefined;
   /** When set, writes to a slot whose master just changed are refused until it is confirmed (failover-fence.ts). */
   fence?: { assertOpen(key: string): void; retryAfterMs?(key: string): number | undefined } | undefined;
+  /** Group commit per shard (shard-batcher.ts); off when absent or max <= 1. */
+  batch?: { max: number; waitUs: number; onBatch?: ((size: number) => void) | undefined } | undefined;
 }
 
 export class RedisStockStore implements StockStore {
   private readonly scripts: Scripts;
+  private readonly batcher: ShardBatcher | undefined;
 
   constructor(
     private readonly redis: Cluster,
     private readonly options: RedisStockStoreOptions,
   ) {
     this.scripts = new Scripts(redis, options.namespace, options.idempotencyWindowS);
+    const batch = options.batch;
+    this.batcher =
+      batch && batch.max > 1
+        ? new ShardBatcher(this.scripts, {
+            ...batch,
+            vouch: options.replicaAck !== undefined,
+            beforeWrite: (key) => this.beforeWrite(key),
+            afterWrite: (key, owner) => this.replicated(key, owner),
+          })
+        : undefined;
   }
 
   keys(shard: ShardRef): ShardKeys {
@@ -50,7 +64,15 @@ export class RedisStockStore implements StockStore {
     return this.scripts.shardInit(shard, available, net);
   }
 
-  async deduct(shard: ShardRef, input: DeductScriptInput, credits: Credit[], creditEpoch = ''): Promise<DeductScriptResult> {
+  async deduct(
+    shard: ShardRef,
+    input: DeductScriptInput,
+    credits: Credit[],
+    creditEpoch = '',
+    signal?: AbortSignal,
+  ): Promise<DeductScriptResult> {
+    // Fallback credits are rare and carry their own checks (deduct-7.lua): those calls go alone.
+    if (this.batcher && credits.length === 0) return this.batcher.deduct(shard, input, signal);
     const k = this.keys(shard);
     const owner = this.beforeWrite(k.shard);
     const r = await this.scripts.deduct(shard, input, credits, creditEpoch, CREDIT_RETENTION_MS);
@@ -61,7 +83,14 @@ export class RedisStockStore implements StockStore {
     return r;
   }
 
-  async compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult> {
+  async compensate(
+    shard: ShardRef,
+    requestId: string,
+    reason: string,
+    limitedUserId: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<CompensateScriptResult> {
+    if (this.batcher) return this.batcher.compensate(shard, requestId, reason, limitedUserId !== undefined, signal);
     const k = this.keys(shard);
     const owner = this.beforeWrite(k.shard);
     const r = await this.scripts.compensate(shard, requestId, reason, limitedUserId !== undefined);
