@@ -1,6 +1,6 @@
 --[[
   Ends a recovery's pause on one shard, if it is still the holder's, and moves the shard to a new recovery
-  epoch: fallback credits planned before the recovery are then refused (deduct-5.lua), since the recovery
+  epoch: fallback credits planned before the recovery are then refused (deduct-7.lua), since the recovery
   already counted their units where they were.
 
   KEYS[1] shard hash   <ns>:{<tag>}:shard

@@ -58,6 +58,10 @@ export interface Config {
   soldOutTtlMs: number;
   /** SHARDSTOCK_ACK_LEVEL — `replica` (reply after the write reached a replica, WAIT) or `leader`. Default replica. */
   ackLevel: AckLevel;
+  /** SHARDSTOCK_SHARD_BATCH_MAX — group commit: the most Deducts and Compensates for one shard that share one Lua call (1 = every call alone). Default 64. */
+  shardBatchMax: number;
+  /** SHARDSTOCK_SHARD_BATCH_WAIT_US — group commit: how long the first request of a batch waits for company, µs (0 = until the end of the current event-loop turn; else rounded up to whole ms). Default 0. */
+  shardBatchWaitUs: number;
   /** SHARDSTOCK_WAIT_TIMEOUT_MS — how long a `replica` ack waits for the replica before the call fails UNAVAILABLE. Default 200. */
   waitTimeoutMs: number;
   /** SHARDSTOCK_ACK_REPLICAS — how many replicas a `replica` ack waits for. Set it to the replicas per master
@@ -450,6 +454,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     orderAbandonMs: int(env, 'SHARDSTOCK_ORDER_ABANDON_MS', 10_000, 100, 3_600_000),
     soldOutTtlMs: int(env, 'SHARDSTOCK_SOLD_OUT_TTL_MS', 2000, 0, 600_000),
     ackLevel,
+    shardBatchMax: int(env, 'SHARDSTOCK_SHARD_BATCH_MAX', 64, 1, 1024),
+    shardBatchWaitUs: int(env, 'SHARDSTOCK_SHARD_BATCH_WAIT_US', 0, 0, 100_000),
     waitTimeoutMs: int(env, 'SHARDSTOCK_WAIT_TIMEOUT_MS', 200, 1, 60_000),
     ackReplicas: int(env, 'SHARDSTOCK_ACK_REPLICAS', 1, 1, 16),
     workers,

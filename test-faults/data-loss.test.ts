@@ -11,6 +11,7 @@ import { ledgerFigures, waitFor } from '../test/support/settlement.js';
 import { startTestApp, uniqueId, type TestApp } from '../test/support/harness.js';
 import { runTs } from '../test/support/processes.js';
 import { cli, OwnCluster } from './support/own-cluster.js';
+import { recordedQuantity } from '../test/support/bucket-fields.js';
 
 let cluster: OwnCluster;
 let a: TestApp;
@@ -211,9 +212,11 @@ describe('acknowledged writes lost at the leader ack level', () => {
       await cluster.waitPromotion(slot, master.port);
       await cluster.restart(master.port);
       await cluster.waitHealthy();
-      const lost = (await Promise.all(Array.from({ length: 5 }, (_, i) => leader.app.redis.hget(keys.request(`x${i}`), 'q')))).filter(
-        (q) => q === null,
-      ).length;
+      const lost = (
+        await Promise.all(
+          Array.from({ length: 5 }, (_, i) => recordedQuantity(leader.app.redis, keys, leader.app.config.idempotencyWindowS, `x${i}`)),
+        )
+      ).filter((q) => q === null).length;
       expect(lost).toBe(5);
 
       const rush = await Promise.all(Array.from({ length: 200 }, (_, i) => deduct(leader, id, `after-${i}`)));

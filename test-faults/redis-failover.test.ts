@@ -14,6 +14,7 @@ import { startTestApp, uniqueId, type TestApp } from '../test/support/harness.js
 import { flashLoad, type FlashLoadResult } from './support/flash-load.js';
 import { cli, OwnCluster } from './support/own-cluster.js';
 import { recordsAndOutbox } from './support/redis-records.js';
+import { recordedQuantity } from '../test/support/bucket-fields.js';
 
 let cluster: OwnCluster;
 beforeAll(async () => {
@@ -389,7 +390,9 @@ describe('a master that dies while its replica is cut off', () => {
       expect(written).toEqual(Array(5).fill(DeductOutcome.DEDUCTED));
       await cluster.waitHealthy();
       const key = t.app.store.keys(shardRef(coupon, 0));
-      const survived = await Promise.all(Array.from({ length: 5 }, (_, i) => t.app.redis.hget(key.request(`x${i}`), 'q')));
+      const survived = await Promise.all(
+        Array.from({ length: 5 }, (_, i) => recordedQuantity(t.app.redis, key, t.app.config.idempotencyWindowS, `x${i}`)),
+      );
       expect(survived).toEqual(Array(5).fill(null));
       // The five units are back on the shard: ten more can be sold, fifteen DEDUCTED answers for ten units.
       expect((await t.client.getStock({ couponId })).level?.available).toBe(10n);

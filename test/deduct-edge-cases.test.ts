@@ -15,6 +15,7 @@ import { SoldOutCache } from '../src/domain/sold-out-cache.js';
 import { CLAIM_HOLD_S, RedisStockStore } from '../src/redis/stock-store.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
+import { bucketField, dropClaim } from './support/bucket-fields.js';
 
 let a: TestApp;
 beforeAll(async () => {
@@ -167,12 +168,19 @@ describe('fallback next to a fenced shard', () => {
 describe('claims of limited coupons', () => {
   it('when limited requests are refused, then their claims are short-lived; a deduction keeps its claim for the window, and reuse with another user is still caught', async () => {
     const c = await coupon(1, 2, 1);
-    const claimKey = (rid: string) => a.app.store.keys(shardRef(c, claimShard(c, rid))).claim(rid);
     const window = a.app.config.idempotencyWindowS;
+    const claimKeys = (rid: string) => a.app.store.keys(shardRef(c, claimShard(c, rid)));
+    const claimOf = (rid: string) => bucketField(a.app.redis, claimKeys(rid), 'claims', window, rid);
+    // A kept claim is "user|quantity" (it lives as long as its bucket: at least the window); a held one carries
+    // its lapse time, "user|quantity|holdUntilMs".
+    const holdLeftMs = async (rid: string) => {
+      const parts = (await claimOf(rid))?.split('|') ?? [];
+      return parts.length === 3 ? Number(parts[2]) - Date.now() : parts.length === 2 ? Number.POSITIVE_INFINITY : null;
+    };
     expect(window).toBeGreaterThan(CLAIM_HOLD_S);
 
     expect((await a.client.deduct({ couponId: c.id, requestId: 'won', userId: 'u0', quantity: 1n })).outcome).toBe(DeductOutcome.DEDUCTED);
-    expect(await a.app.redis.ttl(claimKey('won'))).toBeGreaterThan(CLAIM_HOLD_S);
+    expect(await claimOf('won')).toBe('u0|1');
     const refused = [];
     for (let u = 1; u <= 5; u++) {
       const r = await a.client.deduct({ couponId: c.id, requestId: `lost${u}`, userId: `u${u}`, quantity: 1n });
@@ -182,19 +190,20 @@ describe('claims of limited coupons', () => {
     expect(refused).toEqual(Array(5).fill(DeductOutcome.SOLD_OUT));
     expect([DeductOutcome.SOLD_OUT, DeductOutcome.USER_LIMIT_EXCEEDED]).toContain(overLimit.outcome);
     for (const rid of ['lost1', 'lost2', 'lost3', 'lost4', 'lost5', 'again']) {
-      const ttl = await a.app.redis.ttl(claimKey(rid));
-      expect(ttl, rid).toBeGreaterThan(0);
-      expect(ttl, rid).toBeLessThanOrEqual(CLAIM_HOLD_S);
+      const left = await holdLeftMs(rid);
+      expect(left, rid).toBeGreaterThan(0);
+      expect(left, rid).toBeLessThanOrEqual(CLAIM_HOLD_S * 1000 + 1000);
     }
 
     const reuse = await errOf(a.client.deduct({ couponId: c.id, requestId: 'won', userId: 'u9', quantity: 1n }));
     expect(reuse?.code).toBe(status.FAILED_PRECONDITION);
     expect(reuse?.details).toMatch(/user_id/);
     // A claim that lapsed while its call ran (or was lost) is put back for the window by the replay.
-    await a.app.redis.del(claimKey('won'));
+    await dropClaim(a.app.redis, claimKeys('won'), window, 'won');
+    expect(await claimOf('won')).toBeNull();
     const replay = await a.client.deduct({ couponId: c.id, requestId: 'won', userId: 'u0', quantity: 1n });
     expect(replay).toMatchObject({ outcome: DeductOutcome.DEDUCTED, replayed: true });
-    expect(await a.app.redis.ttl(claimKey('won'))).toBeGreaterThan(CLAIM_HOLD_S);
+    expect(await claimOf('won')).toBe('u0|1');
     expect((await shardState(a.app, c.id)).net).toBe(1);
   });
 });

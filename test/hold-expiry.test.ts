@@ -3,6 +3,7 @@
 // are alive, also when the instance that made them was SIGKILLed before the expiry.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { holdIdOf } from '../src/domain/holds.js';
+import { HOLD_INDEX_PARTS, holdIndexKey } from '../src/redis/keys.js';
 import { homeShard } from '../src/domain/routing.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { runTs, spawnTs } from './support/processes.js';
@@ -103,4 +104,16 @@ describe('hold expiry', () => {
     const ids = Array.from({ length: 1200 }, (_, j) => `k-${j}`);
     expect(await holdStates(a, couponId, ids)).toEqual(r.held === 1200 ? { expired: 1200 } : { expired: r.held, none: 1200 - r.held });
   }, 120_000);
+
+  it('when a shard drops out of the sweepers index (a crash between a Reserve and its add), then its holds wait for the full pass, which expires them exactly once', async () => {
+    const couponId = uniqueId('hi');
+    await a.client.createCoupon({ couponId, totalStock: 10n, shardCount: 2 });
+    for (let i = 0; i < 3; i++) await a.client.reserve({ couponId, requestId: `i${i}`, quantity: 1n, ttlMs: 1500 });
+    for (let part = 0; part < HOLD_INDEX_PARTS; part++) await a.app.redis.del(holdIndexKey(a.namespace, part));
+    // Well past the expiry, nothing came back: sweepers look only where the index points.
+    await sleep(2500);
+    expect((await a.client.getStock({ couponId })).level!.held).toBe(3n);
+    await a.app.holdSweeper.fullPass([(await a.app.repo.find(couponId))!]);
+    await expectAllBack(couponId, 10);
+  }, 60_000);
 });

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfirmOutcome, ReleaseOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { parseHoldId } from '../src/domain/holds.js';
 import { homeShard, shardRef } from '../src/domain/routing.js';
+import { firstBucket } from '../src/redis/keys.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { settled } from './support/settlement.js';
 
@@ -47,11 +48,12 @@ describe('holds and recovery', () => {
     const lostShard = parseHoldId(holdIds[0]!).shard;
     const onLost = holdIds.filter((h) => parseHoldId(h).shard === lostShard);
     const elsewhere = holdIds.filter((h) => parseHoldId(h).shard !== lostShard);
-    // Everything of that shard goes, as with a flushed master: its hash, its holds set and its request records.
+    // Everything of that shard goes, as with a flushed master: its hash, its holds set and its record hashes.
     const keys = a.app.store.keys(shardRef(coupon, lostShard));
     await a.app.redis.del(keys.shard);
     await a.app.redis.del(keys.holds);
-    for (const h of onLost) await a.app.redis.del(keys.request(parseHoldId(h).requestId));
+    for (const n of [-3, -2, -1, 0, 1, 2, 3])
+      await a.app.redis.del(keys.records(firstBucket(Date.now(), a.app.config.idempotencyWindowS) + n));
 
     const rec = await a.client.reconcile({ couponId: id, repair: true });
     expect(rec.repair!.rebuiltShards).toEqual([lostShard]);

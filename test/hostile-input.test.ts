@@ -13,6 +13,8 @@ import {
   CompensateOutcome,
   DeductOutcome,
   InventoryService,
+  ReserveOutcome,
+  type ReserveRequest,
   type CompensateRequest,
   type DeductRequest,
   type RestockRequest,
@@ -29,7 +31,7 @@ let t: TestApp;
 let raw: grpc.Client;
 let sentinel: string;
 /** What the accepted calls did to the sentinel coupon: units out, outbox events, units added by restocks. */
-const ledger = { deducted: new Map<string, number>(), compensated: new Set<string>(), restocked: 0, events: 0 };
+const ledger = { deducted: new Map<string, number>(), compensated: new Set<string>(), restocked: 0, events: 0, reserved: 0 };
 let initial: { available: number; outbox: number; total: number };
 
 beforeAll(async () => {
@@ -115,6 +117,11 @@ function account(method: string, req: unknown, a: Answer): void {
       ledger.compensated.add(r.requestId);
       ledger.events++;
     }
+  } else if (method === 'Reserve') {
+    const r = req as ReserveRequest;
+    const res = a.res as { outcome: ReserveOutcome; replayed: boolean };
+    if (r.couponId === sentinel && res.outcome === ReserveOutcome.HELD && !res.replayed)
+      ledger.reserved += r.quantity === 0n ? 1 : Number(r.quantity);
   } else if (method === 'Restock') {
     const r = req as RestockRequest;
     if (r.couponId === sentinel && !(a.res as { replayed: boolean }).replayed) ledger.restocked += Number(r.quantity);
@@ -458,7 +465,9 @@ describe('after all of it', () => {
     const s = await shardState(t.app, sentinel);
     let units = 0;
     for (const [id, q] of ledger.deducted) if (!ledger.compensated.has(id)) units += q;
-    expect(s.available + s.inTransit).toBe(initial.available + ledger.restocked - units);
+    // Held units (accepted Reserves; expired ones are back in available) are out of available, not deducted.
+    expect(s.held).toBeLessThanOrEqual(ledger.reserved);
+    expect(s.available + s.inTransit + s.held).toBe(initial.available + ledger.restocked - units);
     expect(s.net).toBe(units);
     expect(s.outboxEvents - initial.outbox).toBe(ledger.events);
     const row = (await t.app.repo.find(sentinel))!;

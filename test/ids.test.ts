@@ -5,11 +5,14 @@ import { describe, expect, it } from 'vitest';
 import { eventId, ledgerKey, moveCreditId, moveIdFor, moveRound, restockCreditId, unreadableEventId } from '../src/domain/ids.js';
 import { fromOutboxFields, OUTBOX_FIELDS } from '../src/settlement/event.js';
 
-/** The field names of the script's one XADD: `'XADD', key, '*', 'name', value, …`. */
-function xaddFields(script: string): string[] {
-  const lua = readFileSync(new URL(`../lua/${script}`, import.meta.url), 'utf8');
-  const call = /redis\.call\('XADD',\s*\w+,\s*'\*',([\s\S]*?)\)\s*\n/.exec(lua);
-  if (!call) throw new Error(`${script} has no XADD`);
+const lua = (file: string) => readFileSync(new URL(`../lua/${file}`, import.meta.url), 'utf8');
+
+/** The field names of the XADD of kind `k` in lua/includes/shard-ops.lua (which deduct-7.lua, compensate-6.lua
+ * and shard-batch-7.lua all run): `'XADD', key, '*', 'k', '<kind>', 'name', value, …`. */
+function xaddFields(kind: 'D' | 'C'): string[] {
+  const calls = [...lua('includes/shard-ops.lua').matchAll(/redis\.call\('XADD',\s*[\w[\]]+,\s*'\*',([\s\S]*?)\)\s*\n/g)];
+  const call = calls.find((c) => c[1]!.trim().startsWith(`'k', '${kind}'`));
+  if (!call) throw new Error(`shard-ops.lua has no XADD of kind ${kind}`);
   const args = call[1]!.split(',').map((a) => a.trim());
   return args.filter((_, i) => i % 2 === 0).map((a) => /^'(\w+)'$/.exec(a)?.[1] ?? `<not a literal: ${a}>`);
 }
@@ -30,18 +33,25 @@ describe('ids', () => {
 describe('outbox fields', () => {
   const all = Object.values(OUTBOX_FIELDS).sort();
 
-  it('when deduct-5.lua appends its event, then it writes every field the parser reads but the reason', () => {
-    expect(xaddFields('deduct-5.lua').sort()).toEqual(all.filter((f) => f !== OUTBOX_FIELDS.reason));
+  it('when a deduction appends its event, then it writes every field the parser reads but the reason', () => {
+    expect(xaddFields('D').sort()).toEqual(all.filter((f) => f !== OUTBOX_FIELDS.reason));
   });
 
-  it('when compensate-4.lua appends its event, then it writes every field the parser reads', () => {
-    expect(xaddFields('compensate-4.lua').sort()).toEqual(all);
+  it('when a compensation appends its event, then it writes every field the parser reads', () => {
+    expect(xaddFields('C').sort()).toEqual(all);
+  });
+
+  it('when a script appends deduct or compensate events, then it does so through shard-ops.lua only', () => {
+    for (const script of ['deduct-7.lua', 'compensate-6.lua', 'shard-batch-7.lua']) {
+      expect(lua(script), script).toMatch(/^-- @include shard-ops$/m);
+      expect(lua(script), script).not.toMatch(/'XADD'/);
+    }
   });
 
   it('when an entry carries those fields, then the parser reads an event from it', () => {
-    for (const script of ['deduct-5.lua', 'compensate-4.lua']) {
+    for (const kind of ['D', 'C'] as const) {
       const sample: Record<string, string> = {
-        k: script.startsWith('deduct') ? 'D' : 'C',
+        k: kind,
         c: 'c1',
         r: 'r1',
         u: 'u1',
@@ -50,8 +60,8 @@ describe('outbox fields', () => {
         t: '1',
         m: 'x',
       };
-      const fields = xaddFields(script).flatMap((f) => [f, sample[f]!]);
-      expect(fromOutboxFields(fields), script).toMatchObject({ couponId: 'c1', requestId: 'r1', quantity: 2 });
+      const fields = xaddFields(kind).flatMap((f) => [f, sample[f]!]);
+      expect(fromOutboxFields(fields), kind).toMatchObject({ couponId: 'c1', requestId: 'r1', quantity: 2 });
     }
   });
 });

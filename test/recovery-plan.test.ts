@@ -12,6 +12,7 @@ const shards = fc.integer({ min: 1, max: 16 }).chain((n) =>
       fc.record({
         available: fc.integer({ min: 0, max: 500 }),
         inTransit: fc.integer({ min: 0, max: 50 }),
+        held: fc.integer({ min: 0, max: 50 }),
         net: fc.integer({ min: -20, max: 500 }),
         missing: fc.boolean(),
       }),
@@ -23,7 +24,8 @@ const shards = fc.integer({ min: 1, max: 16 }).chain((n) =>
 function after(live: LiveShard[], plan: ReturnType<typeof planRecovery>) {
   const avail = new Map(live.map((s) => [s.index, s.available]));
   for (const a of plan.adjust) avail.set(a.index, avail.get(a.index)! + a.delta);
-  const liveHeld = live.reduce((sum, s) => sum + avail.get(s.index)! + s.inTransit, 0);
+  // Units in open holds are kept by the shard like available ones (they are still MySQL's remaining).
+  const liveHeld = live.reduce((sum, s) => sum + avail.get(s.index)! + s.inTransit + (s.held ?? 0), 0);
   return { avail, held: liveHeld + plan.rebuild.reduce((sum, r) => sum + r.available, 0) };
 }
 
@@ -40,7 +42,7 @@ describe('recovery plan', () => {
           const missing: number[] = [];
           for (const [index, s] of raw.entries()) {
             if (s.missing) missing.push(index);
-            else live.push({ index, available: s.available, inTransit: s.inTransit, net: s.net });
+            else live.push({ index, available: s.available, inTransit: s.inTransit, held: s.held, net: s.net });
           }
           const plan = planRecovery({ live, missing, bound, netDeducted, restore });
           const r = after(live, plan);
@@ -49,7 +51,8 @@ describe('recovery plan', () => {
           for (const b of plan.rebuild) expect(b.available).toBeGreaterThanOrEqual(0);
           // Never above the bound, but for transit units it may not take.
           expect(r.held).toBeLessThanOrEqual(cap + plan.unreachableSurplus);
-          const liveTransit = live.reduce((sum, s) => sum + s.inTransit, 0);
+          // Only units in transit or in open holds cannot be taken.
+          const liveTransit = live.reduce((sum, s) => sum + s.inTransit + (s.held ?? 0), 0);
           expect(plan.unreachableSurplus).toBeLessThanOrEqual(liveTransit);
           // Exactly at the bound whenever it may add units (a rebuild, or a repair with restore) and nothing is stuck
           // in transit; a surplus alone is always taken down to the bound when it can be.

@@ -5,6 +5,7 @@ import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/invent
 import { claimShard, homeShard, shardRef } from '../src/domain/routing.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
+import { bucketKeys } from './support/bucket-fields.js';
 
 let a: TestApp;
 let b: TestApp;
@@ -62,7 +63,8 @@ describe('a limited coupon whose claim shard is lost', () => {
     expect((await a.client.deduct({ couponId: id, requestId: rid, userId: 'u0', quantity: 1n })).outcome).toBe(DeductOutcome.DEDUCTED);
     // The claim's shard goes, with its claims (one node's keys under that tag).
     const k = a.app.store.keys(shardRef(coupon, claimShard(coupon, rid)));
-    await a.app.redis.del(k.shard, k.claim(rid));
+    // One node's keys under that tag: the shard hash and every claim hash.
+    await a.app.redis.del(k.shard, ...bucketKeys(k, 'claims', a.app.config.idempotencyWindowS));
 
     const reused = await b.client.deduct({ couponId: id, requestId: rid, userId: 'u1', quantity: 1n }).then(
       () => 0,

@@ -177,7 +177,7 @@ describe('duplicates', () => {
         {
           consumer: () => js.consumers.get(names.stream, names.durable),
           ledger: r.app.settlement.ledger,
-          refusals: new RedisRefusalStore(r.app.redis, r.namespace),
+          refusals: new RedisRefusalStore(r.app.redis, r.namespace, r.app.config.idempotencyWindowS),
           compensationsInFlight: (c) => r.app.settlement.inFlight.compensationsInFlight(c),
           stats,
         },

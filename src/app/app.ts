@@ -35,6 +35,8 @@ import { startTransports } from './transports.js';
 import { startWorkers } from './workers.js';
 import type { SaleControl } from '../domain/sale.js';
 import type { StockEventDetector } from '../watch/stock-events.js';
+import { foldLegacyLayout } from '../redis/legacy-fold.js';
+import { CLAIM_HOLD_S } from '../redis/stock-store.js';
 
 /** A running instance: its ports, and what tests and the bench reach into. */
 export interface App {
@@ -75,6 +77,9 @@ export interface AppOptions {
 export async function startApp(config: Readonly<Config>, logger?: Logger, options: AppOptions = {}): Promise<App> {
   const log = logger ?? createLogger(config.logLevel, { instance: config.instanceId });
   const conns = await connectAll(config, log);
+  // Before anything serves: records of the per-request layout an older version wrote must be honoured.
+  const fold = await foldLegacyLayout(conns.redis, config.namespace, config.idempotencyWindowS, CLAIM_HOLD_S * 1000);
+  if (fold.scanned) log.info({ folded: fold.folded }, 'redis layout: legacy per-request keys folded into the bucketed hashes');
   const onError = backgroundErrors(log);
 
   const metrics = new Metrics();

@@ -50,6 +50,12 @@ import { buildOrders } from './orders.js';
 
 export type Domain = ReturnType<typeof buildDomain>;
 
+function holdTtl(config: Readonly<Config>) {
+  const maxMs = Math.min(config.holdTtlMaxMs, config.idempotencyWindowS * 500);
+  const minMs = Math.min(config.holdTtlMinMs, maxMs);
+  return { minMs, maxMs, defaultMs: Math.max(minMs, Math.min(config.holdTtlDefaultMs, maxMs)) };
+}
+
 export function buildDomain(
   config: Readonly<Config>,
   c: Connections,
@@ -72,11 +78,13 @@ export function buildDomain(
         onReopened: (e) => log.info(e, 'redis slots reopened after failover'),
       })
     : undefined;
+  const batchSizes = metrics.shardBatchSize.child();
   const store = new RedisStockStore(redis, {
     namespace: config.namespace,
     idempotencyWindowS: config.idempotencyWindowS,
     replicaAck,
     fence,
+    batch: { max: config.shardBatchMax, waitUs: config.shardBatchWaitUs, onBatch: (n) => batchSizes.observe(n) },
   });
   const guardedStore: StockStore = guardErrors(timed(store, metrics.redisDuration, metrics.redisErrors), 'Redis');
   const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
@@ -123,9 +131,9 @@ export function buildDomain(
       outbox: new OutboxStreams(redis, config.namespace, config.instanceId),
       stream: new SettlementStreamReader(nats, names),
       publisher: new JetStreamPublisher(nats, names),
-      refusals: new RedisRefusalStore(redis, config.namespace, replicaAck),
+      refusals: new RedisRefusalStore(redis, config.namespace, config.idempotencyWindowS, replicaAck),
       recoveryRepo: new RecoveryRepository(orm),
-      recoveryStore: new RedisRecoveryStore(redis, config.namespace, replicaAck),
+      recoveryStore: new RedisRecoveryStore(redis, config.namespace, config.idempotencyWindowS, replicaAck),
       stock: guardedStore,
       signals,
       nats,
@@ -167,7 +175,8 @@ export function buildDomain(
     reloader,
     soldOut,
     signals,
-    { minMs: config.holdTtlMinMs, maxMs: config.holdTtlMaxMs, defaultMs: config.holdTtlDefaultMs },
+    // A hold must end while its record (kept at least one idempotency window) is there: at most half a window.
+    holdTtl(config),
     config.maxQuantity,
     changes,
   );
@@ -184,7 +193,7 @@ export function buildDomain(
   const audit = new AuditService({
     coupon: (id) => catalog.get(id),
     records: guardErrors(new MikroAuditRecords(orm), 'the database'),
-    requests: guardErrors(new RedisRequestRecords(redis, config.namespace), 'Redis'),
+    requests: guardErrors(new RedisRequestRecords(redis, config.namespace, config.idempotencyWindowS), 'Redis'),
     inFlight: (coupon) => settlement.inFlight.snapshot(coupon),
     now,
   });

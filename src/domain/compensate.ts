@@ -50,7 +50,7 @@ export class CompensateService {
     for (let attempt = 0; attempt < 3; attempt++) {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
-      const r = await this.store.compensate(ref, requestId, reason, userId);
+      const r = await this.store.compensate(ref, requestId, reason, userId, signal);
       switch (r.kind) {
         case 'compensated':
           this.soldOut.clear(couponId);

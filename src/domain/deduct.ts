@@ -39,7 +39,7 @@ export interface DeductResult {
 }
 
 /** Reserve takes its units exactly as Deduct does (routing, claims, fallback moves, sold-out fast path), with
- * hold-reserve-5.lua in place of deduct-5.lua: src/domain/hold-service.ts passes this. */
+ * hold-reserve-7.lua in place of deduct-7.lua: src/domain/hold-service.ts passes this. */
 export interface HoldTake {
   ttlMs: number;
   store: HoldStore;
@@ -156,7 +156,7 @@ export class DeductService {
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
       const r = hold
         ? await hold.store.reserve(homeRef, { ...req, quantity: want, ttlMs: hold.ttlMs }, credits, creditEpoch)
-        : await this.store.deduct(homeRef, { ...req, quantity: want }, credits, creditEpoch);
+        : await this.store.deduct(homeRef, { ...req, quantity: want }, credits, creditEpoch, signal);
       if (r.kind === 'stale_credits') {
         // Not acknowledged: a live source keeps the units in transit until the sweeper lands them.
         credits = [];

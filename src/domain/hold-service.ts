@@ -1,5 +1,5 @@
 // The Holds use case (port: holds.ts). Reserve takes units exactly as Deduct does — DeductService runs it with
-// hold-reserve-5.lua in place of deduct-5.lua — so routing, claims, fallback moves, the sold-out fast path,
+// hold-reserve-7.lua in place of deduct-7.lua — so routing, claims, fallback moves, the sold-out fast path,
 // per-user limits and input errors are the same. Confirm, Release and ExtendHold are one script each on the
 // hold's shard; which of confirm, release and expiry wins is decided there, on the Redis server's clock.
 import type { CouponCatalog } from './coupon-catalog.js';
@@ -86,9 +86,7 @@ export class HoldService implements Holds {
   async confirm(holdId: string, quantity?: bigint, signal?: AbortSignal): Promise<ConfirmResult> {
     const keep = quantity === undefined || quantity === 0n ? 0 : v.units('quantity', quantity, 1n, BigInt(this.maxQuantity));
     const { coupon, ref, requestId } = await this.locate(holdId);
-    const rec = await this.store.read(ref, requestId);
-    if (!rec) return { outcome: 'not_found', replayed: false, released: 0 };
-    const r = await this.retrying(coupon, ref, signal, () => this.store.confirm(ref, requestId, rec.userId, keep));
+    const r = await this.retrying(coupon, ref, signal, () => this.store.confirm(ref, requestId, keep));
     switch (r.kind) {
       case 'confirmed':
         if (r.released > 0) this.returned(coupon.id);
@@ -98,7 +96,7 @@ export class HoldService implements Holds {
         return { outcome: 'confirmed', replayed: true, released: r.released, hold: await this.current(ref, requestId) };
       case 'expired':
         if (r.released > 0) this.returned(coupon.id);
-        return { outcome: 'expired', replayed: false, released: 0, hold: await this.current(ref, requestId) };
+        return { outcome: 'expired', replayed: false, released: r.released, hold: await this.current(ref, requestId) };
       case 'released':
         return { outcome: 'released', replayed: false, released: 0, hold: await this.current(ref, requestId) };
       case 'not_found':
@@ -116,9 +114,7 @@ export class HoldService implements Holds {
   async release(holdId: string, reason = '', signal?: AbortSignal): Promise<ReleaseResult> {
     v.text('reason', reason, v.REASON_MAX);
     const { coupon, ref, requestId } = await this.locate(holdId);
-    const rec = await this.store.read(ref, requestId);
-    if (!rec) return { outcome: 'not_found', released: 0 };
-    const r = await this.retrying(coupon, ref, signal, () => this.store.release(ref, requestId, rec.userId));
+    const r = await this.retrying(coupon, ref, signal, () => this.store.release(ref, requestId));
     if ((r.kind === 'released' || r.kind === 'expired') && r.released > 0) this.returned(coupon.id);
     const hold = r.kind === 'not_found' ? undefined : await this.current(ref, requestId);
     switch (r.kind) {

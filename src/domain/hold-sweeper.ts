@@ -1,5 +1,5 @@
 // Expires holds on every instance, so that a hold is given back within about one sweep interval of its expiry
-// even when the instance that made it is gone. Each expiry is one atomic script (hold-expire-4.lua) that
+// even when the instance that made it is gone. Each expiry is one atomic script (hold-expire-6.lua) that
 // only the first caller finds open and due: any number of sweepers on any number of instances expire each
 // hold exactly once. Sweepers visit only the shards in the index of shards with open holds; a slower full
 // pass over the active coupons puts back any shard the index lost (a crash between a Reserve and its add).

@@ -7,7 +7,7 @@ import type { Hold } from './holds.js';
 // Adapters implement these over the domain's own types; re-exported so they need one import.
 export type { Coupon, SaleSettings, ShardRef } from './model.js';
 
-/** One deduction as deduct-5.lua takes it (validated; the coupon's per-user limit attached). */
+/** One deduction as deduct-7.lua takes it (validated; the coupon's per-user limit attached). */
 export interface DeductScriptInput {
   requestId: string;
   userId: string;
@@ -21,7 +21,7 @@ export interface Credit {
 }
 
 export type DeductScriptResult =
-  /** expiresAtMs: set by a Reserve (hold-reserve-5.lua), on the Redis server's clock. */
+  /** expiresAtMs: set by a Reserve (hold-reserve-7.lua), on the Redis server's clock. */
   | { kind: 'deducted'; remaining: number; expiresAtMs?: number }
   | { kind: 'replay'; remaining: number; compensated: boolean }
   /** epoch: the shard's recovery epoch, under which fallback credits for it are planned. */
@@ -65,9 +65,22 @@ export interface StockStore {
   /** net: units the shard counts as deducted (a reloaded shard's share of the coupon's net deductions). */
   initShard(shard: ShardRef, available: number, net?: number): Promise<boolean>;
   /** creditEpoch: the epoch of the 'short' answer the credits were planned under ('' without credits). */
-  deduct(shard: ShardRef, input: DeductScriptInput, credits: Credit[], creditEpoch?: string): Promise<DeductScriptResult>;
+  /** signal: the call's deadline; a call still waiting for its batch when it passes is dropped from it. */
+  deduct(
+    shard: ShardRef,
+    input: DeductScriptInput,
+    credits: Credit[],
+    creditEpoch?: string,
+    signal?: AbortSignal,
+  ): Promise<DeductScriptResult>;
   /** limitedUserId: the deduction's user when the coupon has a per-user limit (its count is given back). */
-  compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult>;
+  compensate(
+    shard: ShardRef,
+    requestId: string,
+    reason: string,
+    limitedUserId: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<CompensateScriptResult>;
   /** SET NX GET of "user|quantity" on the request's own shard, held briefly; returns what was there before
    * (null: claimed now; 'missing': that shard is gone with its claims: recover, then claim again). */
   claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null | 'missing'>;
@@ -345,8 +358,8 @@ export interface HoldStore {
   /** null: no hold recorded under the request id (a Deduct's record is not one). */
   read(shard: ShardRef, requestId: string): Promise<HoldRecord | null>;
   /** keep: units to confirm, 0 = all. */
-  confirm(shard: ShardRef, requestId: string, userId: string, keep: number): Promise<HoldConfirmReply>;
-  release(shard: ShardRef, requestId: string, userId: string): Promise<HoldReleaseReply>;
+  confirm(shard: ShardRef, requestId: string, keep: number): Promise<HoldConfirmReply>;
+  release(shard: ShardRef, requestId: string): Promise<HoldReleaseReply>;
   extend(shard: ShardRef, requestId: string, ttlMs: number): Promise<HoldExtendReply>;
   /** Puts the shard in the index sweepers visit (before and after a Reserve). */
   index(shard: ShardRef): Promise<void>;

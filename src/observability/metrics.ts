@@ -51,6 +51,14 @@ export class Metrics {
     this.registry,
   );
 
+  readonly shardBatchSize = new FastHistogram(
+    'shardstock_shard_batch_size',
+    'Requests per group-commit Lua call on one shard (Deducts and Compensates that arrived together)',
+    [],
+    [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    this.registry,
+  );
+
   readonly redisErrors = new FastCounter(
     'shardstock_redis_op_errors_total',
     'Redis Cluster operations that failed, by op',

@@ -296,7 +296,7 @@ export class CouponRecoveryService implements CouponRecovery {
       list.push(rec);
       perShard.set(rec.shard, list);
     }
-    for (const [index, list] of perShard) records += await this.d.store.restoreRecords(shards[index]!, list, windowS);
+    for (const [index, list] of perShard) records += await this.d.store.restoreRecords(shards[index]!, list);
 
     let users = 0;
     if (coupon.perUserLimit > 0) {
@@ -315,17 +315,12 @@ export class CouponRecoveryService implements CouponRecovery {
         users++;
       }
       for (const [index, m] of perUserShard) await this.d.store.restoreUserCounts(shards[index]!, m);
-      const claims = new Map<number, { requestId: string; value: string; ttlS: number }[]>();
-      const now = Date.now();
+      const claims = new Map<number, { requestId: string; value: string }[]>();
       for (const rec of byRequest.values()) {
         const at = claimShard(coupon, rec.requestId);
         if (!rebuilt.has(at)) continue;
         const list = claims.get(at) ?? [];
-        list.push({
-          requestId: rec.requestId,
-          value: `${rec.userId}|${rec.quantity}`,
-          ttlS: Math.floor(windowS - (now - rec.occurredAt) / 1000),
-        });
+        list.push({ requestId: rec.requestId, value: `${rec.userId}|${rec.quantity}` });
         claims.set(at, list);
       }
       for (const [index, list] of claims) await this.d.store.restoreClaims(shardRef(coupon, index), list);

@@ -36,8 +36,8 @@ export interface RecoveryPlan {
   /** Changes to live shards' available units (negative: taken away). */
   adjust: { index: number; delta: number }[];
   heldBefore: number;
-  /** Units the live shards hold above the bound that could not be taken (in transit): the bound is met again
-   * once those moves land and sell. 0 almost always. */
+  /** Units the live shards hold above the bound that could not be taken (in transit, or in open holds): the
+   * bound is met again once those moves land and sell, or those holds are confirmed. 0 almost always. */
   unreachableSurplus: number;
 }
 

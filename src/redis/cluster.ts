@@ -15,7 +15,7 @@ export interface RedisClusterOptions {
   tls?: { ca?: Buffer | undefined; cert?: Buffer | undefined; key?: Buffer | undefined } | undefined;
 }
 
-/** Script name -> number of keys, read from the file names (`deduct-5.lua`). */
+/** Script name -> number of keys, read from the file names (`deduct-7.lua`). */
 export function luaScripts(): Map<string, { numberOfKeys: number; lua: string }> {
   const scripts = new Map<string, { numberOfKeys: number; lua: string }>();
   for (const file of readdirSync(LUA_DIR)) {

@@ -38,7 +38,7 @@ export class RedisHoldStore implements HoldStore {
     private readonly redis: Cluster,
     private readonly options: RedisHoldStoreOptions,
   ) {
-    this.scripts = new Scripts(redis, options.namespace);
+    this.scripts = new Scripts(redis, options.namespace, options.idempotencyWindowS);
   }
 
   async reserve(
@@ -49,7 +49,7 @@ export class RedisHoldStore implements HoldStore {
   ): Promise<DeductScriptResult> {
     const key = this.scripts.keys(shard).shard;
     const owner = this.beforeWrite(key);
-    const r = await this.scripts.holdReserve(shard, input, this.options.idempotencyWindowS, credits, creditEpoch, CREDIT_RETENTION_MS);
+    const r = await this.scripts.holdReserve(shard, input, credits, creditEpoch, CREDIT_RETENTION_MS);
     // A hold answered at `replica` level survives a failover: the WAIT covers it like a deduction.
     if (r.kind === 'deducted' || credits.length > 0) await this.replicated(key, owner);
     // A replay vouches for the original write, which may not have reached a replica when it was answered.
@@ -58,32 +58,28 @@ export class RedisHoldStore implements HoldStore {
   }
 
   async read(shard: ShardRef, requestId: string): Promise<HoldRecord | null> {
-    const [u, hq, q, h, e, r] = await this.redis.hmget(this.scripts.keys(shard).request(requestId), 'u', 'hq', 'q', 'h', 'e', 'r');
-    if (!h) return null;
-    return {
-      userId: u ?? '',
-      quantity: Number(hq),
-      confirmed: h === 'c' ? Number(q) : 0,
-      state: h as HoldRecord['state'],
-      expiresAtMs: Number(e),
-      remaining: Number(r),
-    };
+    const { keys, field } = this.scripts.recordPlaces(shard, requestId);
+    for (const key of keys) {
+      const v = await this.redis.hget(key, field as string);
+      if (v !== null) return parseHold(v);
+    }
+    return null;
   }
 
-  async confirm(shard: ShardRef, requestId: string, userId: string, keep: number): Promise<HoldConfirmReply> {
+  async confirm(shard: ShardRef, requestId: string, keep: number): Promise<HoldConfirmReply> {
     const key = this.scripts.keys(shard).shard;
     const owner = this.beforeWrite(key);
-    const r = await this.scripts.holdConfirm(shard, requestId, userId, keep);
+    const r = await this.scripts.holdConfirm(shard, requestId, keep);
     if (r.kind === 'confirmed' || (r.kind === 'expired' && r.released > 0)) await this.replicated(key, owner);
     // An answer about an earlier write (a replay, a hold already released or expired) vouches for it.
     else if (r.kind === 'replay' || r.kind === 'expired' || r.kind === 'released') await this.vouch(shard, owner);
     return r;
   }
 
-  async release(shard: ShardRef, requestId: string, userId: string): Promise<HoldReleaseReply> {
+  async release(shard: ShardRef, requestId: string): Promise<HoldReleaseReply> {
     const key = this.scripts.keys(shard).shard;
     const owner = this.beforeWrite(key);
-    const r = await this.scripts.holdRelease(shard, requestId, userId);
+    const r = await this.scripts.holdRelease(shard, requestId);
     if (r.kind === 'released' || (r.kind === 'expired' && r.released > 0)) await this.replicated(key, owner);
     else if (r.kind === 'already_released' || r.kind === 'expired' || r.kind === 'confirmed') await this.vouch(shard, owner);
     return r;
@@ -92,7 +88,7 @@ export class RedisHoldStore implements HoldStore {
   async extend(shard: ShardRef, requestId: string, ttlMs: number): Promise<HoldExtendReply> {
     const key = this.scripts.keys(shard).shard;
     const owner = this.beforeWrite(key);
-    const r = await this.scripts.holdExtend(shard, requestId, ttlMs, this.options.idempotencyWindowS);
+    const r = await this.scripts.holdExtend(shard, requestId, ttlMs);
     if (r.kind === 'extended') await this.replicated(key, owner);
     return r;
   }
@@ -170,6 +166,20 @@ export class RedisHoldStore implements HoldStore {
   private async replicated(key: string, ownerBefore: string | undefined): Promise<void> {
     if (this.options.replicaAck) await this.options.replicaAck.afterWrite(key, ownerBefore);
   }
+}
+
+/** A record hash value as a hold (lua/includes/hold-record.lua), or a confirmed hold (a deduction's record
+ * "q|r|t|flags|u" flagged 'h'); null for a Deduct's record. */
+export function parseHold(v: string): HoldRecord | null {
+  if (v.startsWith('h')) {
+    const [head, hq, e, , , r, , ...user] = v.split('|');
+    const st = head!.slice(1) as 'h' | 'r' | 'x';
+    return { userId: user.join('|'), quantity: Number(hq), confirmed: 0, state: st, expiresAtMs: Number(e), remaining: Number(r) };
+  }
+  const [q, r, , flags, ...user] = v.split('|');
+  if (!flags?.includes('h')) return null;
+  // A confirmed hold keeps only what a deduction's record keeps: the units confirmed.
+  return { userId: user.join('|'), quantity: Number(q), confirmed: Number(q), state: 'c', expiresAtMs: 0, remaining: Number(r) };
 }
 
 function indexMember(s: ShardRef): string {

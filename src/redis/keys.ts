@@ -8,12 +8,17 @@ export interface ShardKeys {
   /** hash: avail (units to hand out), transit (units moved out, not yet acknowledged by the target),
    *  net (units deducted minus units compensated here) */
   shard: string;
-  /** hash per Deduct request_id: the recorded outcome (idempotency record, expires with the window) */
-  request(requestId: string): string;
-  /** string per request_id: "user|quantity" claimed by the first Deduct of a limited coupon */
-  claim(requestId: string): string;
-  /** integer per user: units this user holds of the coupon (limited coupons only) */
-  user(userId: string): string;
+  /** hash per time bucket (one idempotency window wide, see bucketOf): field recordField(request_id) -> the
+   *  Deduct's packed record "q|r|t|flags|u" (lua/includes/buckets.lua); expires after the next bucket ends */
+  records(bucket: number): string;
+  /** hash per time bucket like records: field recordField(request_id) -> "user|quantity[|holdUntilMs]",
+   *  claimed by the first Deduct of a limited coupon (lua/claim-4.lua) */
+  claims(bucket: number): string;
+  /** hash user_id -> units this user holds of the coupon (limited coupons only) */
+  users: string;
+  /** Legacy layout (before the bucketed hashes), read only by the upgrade fold (legacy-fold.ts): a hash per
+   *  request record, a string per claim, an integer per user. */
+  legacy: { request(requestId: string): string; claim(requestId: string): string; user(userId: string): string };
   /** stream: events not yet relayed to JetStream */
   outbox: string;
   /** hash moveId -> "target|quantity|startedMs": fallback moves that left this shard and have not been acknowledged */
@@ -32,15 +37,40 @@ export function shardKeys(namespace: string, tag: string): ShardKeys {
   const base = `${namespace}:{${tag}}`;
   return {
     shard: `${base}:shard`,
-    request: (requestId) => `${base}:req:${requestId}`,
-    claim: (requestId) => `${base}:claim:${requestId}`,
-    user: (userId) => `${base}:user:${userId}`,
+    records: (bucket) => `${base}:rq:${bucket}`,
+    claims: (bucket) => `${base}:cl:${bucket}`,
+    users: `${base}:users`,
+    legacy: {
+      request: (requestId) => `${base}:req:${requestId}`,
+      claim: (requestId) => `${base}:claim:${requestId}`,
+      user: (userId) => `${base}:user:${userId}`,
+    },
     outbox: `${base}:outbox`,
     moves: `${base}:moves`,
     credits: `${base}:credits`,
     ack: `${base}:ack`,
     holds: `${base}:holds`,
   };
+}
+
+/** The first of the three buckets a record or claim call passes (lua/includes/buckets.lua): the bucket whose
+ * start is nearest this instance's clock, minus 2. The script picks the bucket to write from the server's clock,
+ * which then lies among the three whenever this clock is within half a window of it. */
+export function firstBucket(nowMs: number, windowS: number): number {
+  return Math.floor(nowMs / 1000 / windowS + 0.5) - 2;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const PACKED_UUID = 0x7e; // '~': never in an id (validate.ts), so a packed field cannot equal a plain one
+
+/** A request id as a field of the records and claims hashes: a lowercase canonical UUID packed to 17 bytes
+ * ('~' and its 16 bytes: a field that fits a 24-byte allocation instead of 40), any other id as it is. */
+export function recordField(requestId: string): string | Buffer {
+  if (requestId.length !== 36 || !UUID.test(requestId)) return requestId;
+  const b = Buffer.allocUnsafe(17);
+  b[0] = PACKED_UUID;
+  b.write(requestId.replaceAll('-', ''), 1, 'hex');
+  return b;
 }
 
 /** The text between the braces of one shard's keys. Coupon ids cannot contain `#` or `{}`, so tags never collide. */
@@ -58,6 +88,12 @@ export function lowStockKey(namespace: string, couponId: string): string {
  *  the DEL that removes it fires back-in-stock once (src/watch/stock-events.ts). */
 export function soldOutMarkKey(namespace: string, couponId: string): string {
   return `${namespace}:soldout:{${couponId}}`;
+}
+
+/** string: "2" once the legacy per-request keys of the namespace were folded into the bucketed hashes
+ *  (legacy-fold.ts); no hash tag, it is one key for the whole namespace. */
+export function layoutMarkerKey(namespace: string): string {
+  return `${namespace}:layout`;
 }
 
 /** Consumer group every service instance joins on every outbox stream. */

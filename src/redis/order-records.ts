@@ -25,7 +25,7 @@ export class RedisOrderRecords implements OrderRecords {
     private readonly redis: Cluster,
     private readonly options: RedisOrderRecordsOptions,
   ) {
-    this.scripts = new Scripts(redis, options.namespace);
+    this.scripts = new Scripts(redis, options.namespace, options.idempotencyWindowS);
   }
 
   async open(spec: Pick<OrderRecord, 'orderId' | 'kind' | 'userId' | 'items' | 'ttlMs'>, nowMs: number): Promise<OrderOpenResult> {

@@ -2,7 +2,6 @@
 // through scripts.ts), and write back the request records, user counts and claims a lost shard took with it.
 import type { Cluster } from 'ioredis';
 import type { ShardRef } from '../domain/ports.js';
-import { shardKeys } from './keys.js';
 import type { ReplicaAck } from './replica-ack.js';
 import { type PauseResult, Scripts } from './scripts.js';
 
@@ -26,10 +25,11 @@ export class RedisRecoveryStore {
 
   constructor(
     private readonly redis: Cluster,
-    private readonly namespace: string,
+    namespace: string,
+    windowS: number,
     private readonly replicaAck?: ReplicaAck,
   ) {
-    this.scripts = new Scripts(redis, namespace);
+    this.scripts = new Scripts(redis, namespace, windowS);
   }
 
   pause(shard: ShardRef, token: string, holdMs: number, mode: 'new' | 'extend'): Promise<PauseResult> {
@@ -56,35 +56,32 @@ export class RedisRecoveryStore {
   }
 
   /** Records never overwrite an existing one; returns how many were written. */
-  async restoreRecords(shard: ShardRef, records: RestoredRecord[], windowS: number): Promise<number> {
-    const k = shardKeys(this.namespace, shard.tag);
-    const now = Date.now();
+  async restoreRecords(shard: ShardRef, records: RestoredRecord[]): Promise<number> {
     let written = 0;
     await inChunks(records, async (rec) => {
-      const ttl = Math.max(1, Math.floor(windowS - (now - rec.occurredAt) / 1000));
-      if (await this.scripts.recordRestore(shard, { ...rec, ttlS: ttl })) written++;
+      if (await this.scripts.recordRestore(shard, rec)) written++;
     });
-    if (records.length > 0) await this.replicated(k.shard);
+    if (records.length > 0) await this.replicated(this.scripts.keys(shard).shard);
     return written;
   }
 
   /** The units each user holds of the coupon (limited coupons), on the user's home shard. */
   async restoreUserCounts(shard: ShardRef, users: Map<string, number>): Promise<void> {
-    const k = shardKeys(this.namespace, shard.tag);
-    await inChunks([...users], ([user, held]) => this.redis.set(k.user(user), Math.max(0, held)));
+    const k = this.scripts.keys(shard);
+    await inChunks([...users], ([user, held]) => this.redis.hset(k.users, user, Math.max(0, held)));
     if (users.size > 0) await this.replicated(k.shard);
   }
 
-  /** Claims "user|quantity" on the request's own shard (limited coupons), never replacing one. */
-  async restoreClaims(shard: ShardRef, claims: { requestId: string; value: string; ttlS: number }[]): Promise<void> {
-    const k = shardKeys(this.namespace, shard.tag);
-    await inChunks(claims, (c) => this.redis.set(k.claim(c.requestId), c.value, 'EX', Math.max(1, c.ttlS), 'NX'));
-    if (claims.length > 0) await this.replicated(k.shard);
+  /** Claims "user|quantity" on the request's own shard (limited coupons), never replacing one; kept for a
+   * window from now (at least what was left of the original's). */
+  async restoreClaims(shard: ShardRef, claims: { requestId: string; value: string }[]): Promise<void> {
+    await inChunks(claims, (c) => this.scripts.claimKeep(shard, c.requestId, c.value, true));
+    if (claims.length > 0) await this.replicated(this.scripts.keys(shard).shard);
   }
 
   /** Whether a credit id was applied on a shard (a move whose units already landed at its target). */
   async landed(shard: ShardRef, creditId: string): Promise<boolean> {
-    return (await this.redis.zscore(shardKeys(this.namespace, shard.tag).credits, creditId)) !== null;
+    return (await this.redis.zscore(this.scripts.keys(shard).credits, creditId)) !== null;
   }
 
   private async replicated(key: string): Promise<void> {

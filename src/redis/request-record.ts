@@ -1,32 +1,60 @@
-// One request's record on its shard, every field as the scripts wrote it (deduct-5.lua: u q r s t;
-// compensate-4.lua: c; refuse-mark-1.lua: x), for the audit API. A plain read: it writes nothing.
+// One request's record on its shard, as the scripts pack it into a field of the shard's record hashes
+// (lua/includes/buckets.lua: "q|r|t|flags|u"; deduct-7.lua writes it, compensate-6.lua adds flag c,
+// refuse-mark-3.lua flag x), and the audit API's read of it. A plain read: it writes nothing.
 import type { Cluster } from 'ioredis';
-import type { ShardRef } from '../domain/ports.js';
 import type { RequestRecordView } from '../audit/audit-service.js';
-import { shardKeys } from './keys.js';
+import type { ShardRef } from '../domain/ports.js';
+import { Scripts } from './scripts.js';
+
+export interface RequestRecord {
+  userId: string;
+  quantity: number;
+  /** The shard's avail right after the deduction (0 for a record a recovery put back). */
+  remaining: number;
+  /** ms; null when unknown */
+  deductedAt: number | null;
+  compensated: boolean;
+  refused: boolean;
+}
+
+export function unpackRecord(packed: string): RequestRecord {
+  const parts = packed.split('|');
+  const flags = parts[3] ?? '';
+  return {
+    quantity: Number(parts[0]),
+    remaining: Number(parts[1]),
+    deductedAt: parts[2] ? Number(parts[2]) : null,
+    compensated: flags.includes('c'),
+    refused: flags.includes('x'),
+    // The user id is last and may be empty; ids never contain '|'.
+    userId: parts.slice(4).join('|'),
+  };
+}
 
 export class RedisRequestRecords {
-  constructor(
-    private readonly redis: Cluster,
-    private readonly namespace: string,
-  ) {}
+  private readonly scripts: Scripts;
+
+  constructor(redis: Cluster, namespace: string, windowS: number) {
+    this.scripts = new Scripts(redis, namespace, windowS);
+  }
 
   async read(shard: ShardRef, requestId: string): Promise<RequestRecordView | null> {
-    const h = await this.redis.hgetall(shardKeys(this.namespace, shard.tag).request(requestId));
-    if (h.q === undefined) return null;
+    const rec = await this.scripts.recordRead(shard, requestId);
+    if (rec === null) return null;
     return {
       shard: shard.index,
-      userId: h.u ?? '',
-      quantity: Number(h.q),
-      remaining: Number(h.r ?? 0),
-      compensated: h.c === '1',
-      refused: h.x === '1',
-      deductedAt: h.t === undefined ? null : Number(h.t),
+      userId: rec.userId,
+      quantity: rec.quantity,
+      remaining: rec.remaining,
+      compensated: rec.compensated,
+      refused: rec.refused,
+      deductedAt: rec.deductedAt,
     };
   }
 
   /** The "user|quantity" claim of a request of a limited coupon (which user's shard holds its record). */
-  readClaim(shard: ShardRef, requestId: string): Promise<string | null> {
-    return this.redis.get(shardKeys(this.namespace, shard.tag).claim(requestId));
+  async readClaim(shard: ShardRef, requestId: string): Promise<string | null> {
+    const claim = await this.scripts.claimRead(shard, requestId);
+    return claim === 'missing' ? null : claim;
   }
 }

@@ -15,26 +15,39 @@ import type {
   ShardRef,
 } from '../domain/ports.js';
 import type { LiveShard } from '../recovery/recovery-plan.js';
-import { orderKey, RELAY_GROUP, shardKeys, type ShardKeys } from './keys.js';
+import { firstBucket, orderKey, RELAY_GROUP, recordField, shardKeys, type ShardKeys } from './keys.js';
+import { type RequestRecord, unpackRecord } from './request-record.js';
 
-type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
+type Arg = string | number | Buffer;
+type ScriptFn = (...args: Arg[]) => Promise<unknown>;
 type Reply = (string | number | null)[];
 
 export type PauseResult = { kind: 'paused'; shard: LiveShard } | { kind: 'missing' } | { kind: 'busy'; waitMs: number } | { kind: 'lost' };
 
-/** What claim-2.lua and claim-read-2.lua answer: the claim's value, null when unclaimed, 'missing' when the
+/** What claim-4.lua and claim-read-4.lua answer: the claim's value, null when unclaimed, 'missing' when the
  * shard holding the claims is gone. */
 export type ClaimReply = string | null | 'missing';
 
-/** One request record to put back (record-restore-1.lua). */
+/** One request record to put back (record-restore-3.lua). */
 export interface RecordToRestore {
   requestId: string;
   userId: string;
   quantity: number;
   occurredAt: number;
   compensated: boolean;
-  ttlS: number;
 }
+
+/** A script refused because this instance's clock is more than half an idempotency window off Redis's: it
+ * would have named the wrong bucket hashes (lua/includes/buckets.lua). */
+function clockSkew(): Error {
+  return new Error("this instance's clock is more than half an idempotency window off the Redis server's: fix its time sync");
+}
+
+/** One request of a group commit (shard-batch-7.lua). */
+export type BatchOp = { op: 'D'; input: DeductScriptInput } | { op: 'C'; requestId: string; reason: string; limited: boolean };
+
+/** Each request's own answer: what deduct-7.lua or compensate-6.lua would have answered, or its own error. */
+export type BatchReply = DeductScriptResult | CompensateScriptResult | Error;
 
 /** The registered script function (defineCommand in cluster.ts), looked up once. */
 function scriptFn(cluster: Cluster, name: string): ScriptFn {
@@ -54,6 +67,10 @@ export class Scripts {
     credit: ScriptFn;
     claim: ScriptFn;
     claimRead: ScriptFn;
+    claimKeep: ScriptFn;
+    recordRead: ScriptFn;
+    legacyFold: ScriptFn;
+    shardBatch: ScriptFn;
     shardPause: ScriptFn;
     shardResume: ScriptFn;
     shardAdjust: ScriptFn;
@@ -70,9 +87,14 @@ export class Scripts {
     holdDue: ScriptFn;
   };
 
+  /** windowS: the idempotency window, also the width of the record and claim buckets (keys.ts): every
+   * instance must use the same one. */
   constructor(
     redis: Cluster,
     private readonly namespace: string,
+    private readonly windowS: number,
+    /** This instance's clock (tests skew it): names the bucket hashes and stamps records. */
+    private readonly clock: () => number = Date.now,
   ) {
     this.fn = {
       shardInit: scriptFn(redis, 'shardInit'),
@@ -83,6 +105,10 @@ export class Scripts {
       credit: scriptFn(redis, 'credit'),
       claim: scriptFn(redis, 'claim'),
       claimRead: scriptFn(redis, 'claimRead'),
+      claimKeep: scriptFn(redis, 'claimKeep'),
+      recordRead: scriptFn(redis, 'recordRead'),
+      legacyFold: scriptFn(redis, 'legacyFold'),
+      shardBatch: scriptFn(redis, 'shardBatch'),
       shardPause: scriptFn(redis, 'shardPause'),
       shardResume: scriptFn(redis, 'shardResume'),
       shardAdjust: scriptFn(redis, 'shardAdjust'),
@@ -117,30 +143,41 @@ export class Scripts {
     return (await this.fn.shardInit(k.shard, k.outbox, available, RELAY_GROUP, net)) === 1;
   }
 
-  /** deduct-5.lua. */
+  /** The three record (or claim) hashes a call passes, from this instance's clock (lua/includes/buckets.lua). */
+  private buckets(k: ShardKeys, of: 'records' | 'claims', now: number): [string, string, string, number] {
+    const first = firstBucket(now, this.windowS);
+    return [k[of](first), k[of](first + 1), k[of](first + 2), first];
+  }
+
+  /** deduct-7.lua. */
   async deduct(
     shard: ShardRef,
     input: DeductScriptInput,
-    windowS: number,
     credits: readonly Credit[],
     creditEpoch: string,
     creditRetentionMs: number,
   ): Promise<DeductScriptResult> {
     const k = this.keys(shard);
-    const args: (string | number)[] = [
+    const now = this.clock();
+    const [r0, r1, r2, first] = this.buckets(k, 'records', now);
+    const args: Arg[] = [
       k.shard,
-      k.request(input.requestId),
-      k.user(input.userId || '-'),
+      r0,
+      r1,
+      r2,
+      k.users,
       k.outbox,
       k.credits,
       input.requestId,
+      recordField(input.requestId),
       input.userId,
       input.quantity,
       input.perUserLimit,
-      windowS,
+      this.windowS,
+      first,
       shard.index,
       shard.couponId,
-      Date.now(),
+      now,
       creditRetentionMs,
       creditEpoch,
     ];
@@ -148,31 +185,78 @@ export class Scripts {
     return parseDeduct((await this.fn.deduct(...args)) as Reply);
   }
 
-  /** hold-reserve-5.lua: the same results as deduct-5.lua; a new hold carries its expiry. A replay of a hold
-   * is 'replay' (its state is read with readHold). */
+  /** shard-batch-7.lua: the requests in order, one reply each. vouch: touch the ack key when a reply vouches
+   * for an earlier write (`replica` ack level). */
+  async shardBatch(shard: ShardRef, ops: readonly BatchOp[], vouch: boolean): Promise<BatchReply[]> {
+    const k = this.keys(shard);
+    const now = this.clock();
+    const [r0, r1, r2, first] = this.buckets(k, 'records', now);
+    const args: Arg[] = [
+      k.shard,
+      r0,
+      r1,
+      r2,
+      k.users,
+      k.outbox,
+      k.ack,
+      this.windowS,
+      first,
+      shard.couponId,
+      shard.index,
+      now,
+      vouch ? 1 : 0,
+    ];
+    for (const o of ops) {
+      if (o.op === 'D') {
+        const i = o.input;
+        args.push('D', i.requestId, recordField(i.requestId), i.userId, i.quantity, i.perUserLimit);
+      } else {
+        args.push('C', o.requestId, recordField(o.requestId), '', o.reason, o.limited ? 1 : 0);
+      }
+    }
+    const replies = (await this.fn.shardBatch(...args)) as Reply[];
+    return ops.map((o, i) => {
+      const r = replies[i];
+      if (!r) return new Error(`shard-batch-7.lua returned no reply for request ${i}`);
+      if (Number(r[0]) === -9) return new Error(`shard-batch-7.lua: ${String(r[1])}`);
+      try {
+        return o.op === 'D' ? parseDeduct(r) : parseCompensate(r);
+      } catch (err) {
+        return err as Error;
+      }
+    });
+  }
+
+  /** hold-reserve-7.lua: the same results as deduct-7.lua; a new hold carries its expiry. A replay of a hold
+   * is 'replay' (its state is read with HoldStore.read). */
   async holdReserve(
     shard: ShardRef,
     input: DeductScriptInput & { ttlMs: number },
-    windowS: number,
     credits: readonly Credit[],
     creditEpoch: string,
     creditRetentionMs: number,
   ): Promise<DeductScriptResult> {
     const k = this.keys(shard);
-    const args: (string | number)[] = [
+    const now = this.clock();
+    const [r0, r1, r2, first] = this.buckets(k, 'records', now);
+    const args: Arg[] = [
       k.shard,
-      k.request(input.requestId),
-      k.user(input.userId || '-'),
+      r0,
+      r1,
+      r2,
+      k.users,
       k.credits,
       k.holds,
       input.requestId,
+      recordField(input.requestId),
       input.userId,
       input.quantity,
       input.perUserLimit,
-      windowS,
+      this.windowS,
+      first,
       shard.index,
       input.ttlMs,
-      Date.now(),
+      now,
       creditRetentionMs,
       creditEpoch,
     ];
@@ -183,24 +267,29 @@ export class Scripts {
     return parseDeduct(r);
   }
 
-  /** hold-confirm-5.lua. */
-  async holdConfirm(shard: ShardRef, requestId: string, userId: string, keep: number): Promise<HoldConfirmReply> {
+  /** hold-confirm-7.lua. */
+  async holdConfirm(shard: ShardRef, requestId: string, keep: number): Promise<HoldConfirmReply> {
     const k = this.keys(shard);
+    const now = this.clock();
+    const [r0, r1, r2] = this.buckets(k, 'records', now);
     const r = (await this.fn.holdConfirm(
       k.shard,
-      k.request(requestId),
-      k.user(userId || '-'),
+      r0,
+      r1,
+      r2,
+      k.users,
       k.outbox,
       k.holds,
       requestId,
+      recordField(requestId),
       keep,
       shard.couponId,
       shard.index,
-      Date.now(),
+      now,
     )) as Reply;
     const code = Number(r[0]);
     if (code === 1) return { kind: 'confirmed', kept: Number(r[1]), released: Number(r[2]) };
-    if (code === 2) return { kind: 'replay', kept: Number(r[1]), released: Number(r[2]) };
+    if (code === 2) return { kind: 'replay', kept: Number(r[1]), released: 0 };
     if (code === 3) return { kind: 'not_found' };
     if (code === 4) return { kind: 'released' };
     if (code === 5) return { kind: 'expired', released: Number(r[1]) };
@@ -208,13 +297,14 @@ export class Scripts {
     if (code === -4) return { kind: 'missing' };
     if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
     if (code === -6) return { kind: 'too_many', held: Number(r[1]) };
-    throw new Error(`hold-confirm-5.lua returned unknown code ${code}`);
+    throw new Error(`hold-confirm-7.lua returned unknown code ${code}`);
   }
 
-  /** hold-release-4.lua. */
-  async holdRelease(shard: ShardRef, requestId: string, userId: string): Promise<HoldReleaseReply> {
+  /** hold-release-6.lua. */
+  async holdRelease(shard: ShardRef, requestId: string): Promise<HoldReleaseReply> {
     const k = this.keys(shard);
-    const r = (await this.fn.holdRelease(k.shard, k.request(requestId), k.user(userId || '-'), k.holds, requestId)) as Reply;
+    const [r0, r1, r2] = this.buckets(k, 'records', this.clock());
+    const r = (await this.fn.holdRelease(k.shard, r0, r1, r2, k.users, k.holds, requestId, recordField(requestId))) as Reply;
     const code = Number(r[0]);
     if (code === 1) return { kind: 'released', released: Number(r[1]) };
     if (code === 2) return { kind: 'already_released' };
@@ -223,13 +313,14 @@ export class Scripts {
     if (code === 5) return { kind: 'expired', released: Number(r[1]) };
     if (code === -4) return { kind: 'missing' };
     if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
-    throw new Error(`hold-release-4.lua returned unknown code ${code}`);
+    throw new Error(`hold-release-6.lua returned unknown code ${code}`);
   }
 
-  /** hold-extend-3.lua. */
-  async holdExtend(shard: ShardRef, requestId: string, ttlMs: number, windowS: number): Promise<HoldExtendReply> {
+  /** hold-extend-5.lua. */
+  async holdExtend(shard: ShardRef, requestId: string, ttlMs: number): Promise<HoldExtendReply> {
     const k = this.keys(shard);
-    const r = (await this.fn.holdExtend(k.shard, k.request(requestId), k.holds, requestId, ttlMs, windowS)) as Reply;
+    const [r0, r1, r2] = this.buckets(k, 'records', this.clock());
+    const r = (await this.fn.holdExtend(k.shard, r0, r1, r2, k.holds, requestId, recordField(requestId), ttlMs, this.windowS)) as Reply;
     const code = Number(r[0]);
     if (code === 1) return { kind: 'extended', expiresAtMs: Number(r[1]) };
     if (code === 3) return { kind: 'not_found' };
@@ -238,7 +329,7 @@ export class Scripts {
     if (code === 6) return { kind: 'released' };
     if (code === -4) return { kind: 'missing' };
     if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
-    throw new Error(`hold-extend-3.lua returned unknown code ${code}`);
+    throw new Error(`hold-extend-5.lua returned unknown code ${code}`);
   }
 
   /** hold-due-1.lua: open holds on the shard, and up to `limit` due ones ("<requestId>|<userId>"). */
@@ -247,59 +338,95 @@ export class Scripts {
     return { open: Number(r[0]), due: r.slice(1).map(String) };
   }
 
-  /** hold-expire-4.lua: units given back (0: nothing to do), or why it could not run now. */
+  /** hold-expire-6.lua: units given back (0: nothing to do), or why it could not run now. */
   async holdExpire(shard: ShardRef, member: string): Promise<number | 'missing' | 'paused'> {
     const k = this.keys(shard);
-    const bar = member.indexOf('|');
-    const requestId = member.slice(0, bar);
-    const userId = member.slice(bar + 1);
-    const r = (await this.fn.holdExpire(k.shard, k.request(requestId), k.user(userId || '-'), k.holds, member)) as Reply;
+    const [r0, r1, r2] = this.buckets(k, 'records', this.clock());
+    const requestId = member.slice(0, member.indexOf('|'));
+    const r = (await this.fn.holdExpire(k.shard, r0, r1, r2, k.users, k.holds, member, recordField(requestId))) as Reply;
     const code = Number(r[0]);
     if (code === -4) return 'missing';
     if (code === -5) return 'paused';
     return code === 1 ? Number(r[1]) : 0;
   }
 
-  /** compensate-4.lua. */
-  async compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult> {
+  /** The three record hashes a hold may be in, and its field (HoldStore.read). */
+  recordPlaces(shard: ShardRef, requestId: string): { keys: string[]; field: string | Buffer } {
+    const [r0, r1, r2] = this.buckets(this.keys(shard), 'records', this.clock());
+    return { keys: [r0, r1, r2], field: recordField(requestId) };
+  }
+
+  /** compensate-6.lua. limited: the coupon has a per-user limit (the record's user gets its units back). */
+  async compensate(shard: ShardRef, requestId: string, reason: string, limited: boolean): Promise<CompensateScriptResult> {
     const k = this.keys(shard);
+    const now = this.clock();
+    const [r0, r1, r2, first] = this.buckets(k, 'records', now);
     const r = (await this.fn.compensate(
       k.shard,
-      k.request(requestId),
-      k.user(limitedUserId ?? '-'),
+      r0,
+      r1,
+      r2,
+      k.users,
       k.outbox,
       requestId,
+      recordField(requestId),
       reason,
       shard.couponId,
       shard.index,
-      Date.now(),
-      limitedUserId === undefined ? 0 : 1,
+      now,
+      limited ? 1 : 0,
+      this.windowS,
+      first,
     )) as Reply;
     return parseCompensate(r);
   }
 
-  /** claim-2.lua: what was claimed before (null: claimed now). */
+  /** claim-4.lua: what was claimed before (null: claimed now). */
   async claim(shard: ShardRef, requestId: string, value: string, holdS: number): Promise<ClaimReply> {
     const k = this.keys(shard);
-    const r = (await this.fn.claim(k.shard, k.claim(requestId), value, holdS)) as Reply;
+    const [c0, c1, c2, first] = this.buckets(k, 'claims', this.clock());
+    const r = (await this.fn.claim(k.shard, c0, c1, c2, recordField(requestId), value, holdS * 1000, this.windowS, first)) as Reply;
     const code = Number(r[0]);
     if (code === -4) return 'missing';
+    if (code === -8) throw clockSkew();
     return code === 1 ? String(r[1]) : null;
   }
 
-  /** claim-read-2.lua. */
+  /** claim-read-4.lua. */
   async claimRead(shard: ShardRef, requestId: string): Promise<ClaimReply> {
     const k = this.keys(shard);
-    const r = (await this.fn.claimRead(k.shard, k.claim(requestId))) as Reply;
+    const [c0, c1, c2, first] = this.buckets(k, 'claims', this.clock());
+    const r = (await this.fn.claimRead(k.shard, c0, c1, c2, recordField(requestId), this.windowS, first)) as Reply;
     const code = Number(r[0]);
     if (code === -4) return 'missing';
+    if (code === -8) throw clockSkew();
     return code === 1 ? String(r[1]) : null;
+  }
+
+  /** claim-keep-3.lua: keeps the claim for the window (onlyIfAbsent: puts it back only where none is). */
+  async claimKeep(shard: ShardRef, requestId: string, value: string, onlyIfAbsent: boolean): Promise<boolean> {
+    const k = this.keys(shard);
+    const [c0, c1, c2, first] = this.buckets(k, 'claims', this.clock());
+    const r = Number(await this.fn.claimKeep(c0, c1, c2, recordField(requestId), value, this.windowS, first, onlyIfAbsent ? 1 : 0));
+    if (r === -8) throw clockSkew();
+    return r === 1;
+  }
+
+  /** record-read-3.lua: the request's record, null when there is none. */
+  async recordRead(shard: ShardRef, requestId: string): Promise<RequestRecord | null> {
+    const k = this.keys(shard);
+    const [r0, r1, r2, first] = this.buckets(k, 'records', this.clock());
+    const r = (await this.fn.recordRead(r0, r1, r2, recordField(requestId), this.windowS, first)) as Reply;
+    const code = Number(r[0]);
+    if (code === -8) throw clockSkew();
+    // A hold's value (starting with a letter, lua/includes/hold-record.lua) is no deduction's record.
+    return code === 1 && /^\d/.test(String(r[1])) ? unpackRecord(String(r[1])) : null;
   }
 
   /** move-out-2.lua: units taken. */
   async moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing' | 'paused'> {
     const k = this.keys(source);
-    const taken = Number(await this.fn.moveOut(k.shard, k.moves, moveId, target, want, Date.now()));
+    const taken = Number(await this.fn.moveOut(k.shard, k.moves, moveId, target, want, this.clock()));
     if (taken === -4) return 'missing';
     if (taken === -5) return 'paused';
     return taken;
@@ -319,7 +446,7 @@ export class Scripts {
     retentionMs: number,
   ): Promise<'applied' | 'already' | 'missing' | 'paused'> {
     const k = this.keys(shard);
-    const r = (await this.fn.credit(k.shard, k.credits, creditId, quantity, Date.now(), retentionMs)) as Reply;
+    const r = (await this.fn.credit(k.shard, k.credits, creditId, quantity, this.clock(), retentionMs)) as Reply;
     const code = Number(r[0]);
     if (code === -4) return 'missing';
     if (code === -5) return 'paused';
@@ -354,7 +481,7 @@ export class Scripts {
     credits: readonly Credit[],
   ): Promise<{ available: number; applied: number } | null> {
     const k = this.keys(shard);
-    const args: (string | number)[] = [k.shard, k.credits, token, delta, Date.now()];
+    const args: (string | number)[] = [k.shard, k.credits, token, delta, this.clock()];
     for (const c of credits) args.push(c.id, c.quantity);
     const r = (await this.fn.shardAdjust(...args)) as number[];
     if (Number(r[0]) !== 1) return null;
@@ -372,29 +499,50 @@ export class Scripts {
   ): Promise<boolean> {
     const k = this.keys(shard);
     const r = Number(
-      await this.fn.shardRebuild(k.shard, k.outbox, k.credits, token, holdMs, available, net, RELAY_GROUP, Date.now(), ...creditIds),
+      await this.fn.shardRebuild(k.shard, k.outbox, k.credits, token, holdMs, available, net, RELAY_GROUP, this.clock(), ...creditIds),
     );
     return r !== 0;
   }
 
-  /** record-restore-1.lua: true when written (never over an existing record). */
+  /** record-restore-3.lua: true when written (never over an existing record). */
   async recordRestore(shard: ShardRef, rec: RecordToRestore): Promise<boolean> {
     const k = this.keys(shard);
-    const r = await this.fn.recordRestore(
-      k.request(rec.requestId),
-      rec.userId,
-      rec.quantity,
-      shard.index,
-      rec.occurredAt,
-      rec.compensated ? 1 : 0,
-      rec.ttlS,
+    const [r0, r1, r2, first] = this.buckets(k, 'records', this.clock());
+    const r = Number(
+      await this.fn.recordRestore(
+        r0,
+        r1,
+        r2,
+        recordField(rec.requestId),
+        rec.userId,
+        rec.quantity,
+        rec.occurredAt,
+        rec.compensated ? 1 : 0,
+        this.windowS,
+        first,
+      ),
     );
-    return Number(r) === 1;
+    if (r === -8) throw clockSkew();
+    return r === 1;
   }
 
-  /** refuse-mark-1.lua: false when the record is gone. */
+  /** legacy-fold-5.lua: moves one legacy per-request key of shard `tag` into the bucketed hashes. */
+  async legacyFold(tag: string, kind: 'req' | 'claim' | 'user', id: string, holdMs: number): Promise<boolean> {
+    const k = shardKeys(this.namespace, tag);
+    const legacyKey = kind === 'req' ? k.legacy.request(id) : kind === 'claim' ? k.legacy.claim(id) : k.legacy.user(id);
+    const [b0, b1, b2, first] = this.buckets(k, kind === 'claim' ? 'claims' : 'records', this.clock());
+    const field = kind === 'user' ? id : recordField(id);
+    const r = Number(await this.fn.legacyFold(legacyKey, b0, b1, b2, k.users, kind, field, this.windowS, first, holdMs));
+    if (r === -8) throw clockSkew();
+    return r === 1;
+  }
+
+  /** refuse-mark-3.lua: false when the record is gone. */
   async refuseMark(shard: ShardRef, requestId: string): Promise<boolean> {
-    return Number(await this.fn.refuseMark(this.keys(shard).request(requestId))) === 1;
+    const [r0, r1, r2, first] = this.buckets(this.keys(shard), 'records', this.clock());
+    const r = Number(await this.fn.refuseMark(r0, r1, r2, recordField(requestId), this.windowS, first));
+    if (r === -8) throw clockSkew();
+    return r === 1;
   }
 
   /** order-open-1.lua: created, the existing record's fields (HGETALL), or the field a reuse differs in. */
@@ -450,7 +598,8 @@ function parseDeduct(r: Reply): DeductScriptResult {
   if (code === -4) return { kind: 'missing' };
   if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
   if (code === -7) return { kind: 'stale_credits' };
-  throw new Error(`deduct-5.lua returned unknown code ${code}`);
+  if (code === -8) throw clockSkew();
+  throw new Error(`deduct-7.lua returned unknown code ${code}`);
 }
 
 function conflictField(f: unknown): 'user_id' | 'quantity' | 'kind' {
@@ -464,5 +613,6 @@ function parseCompensate(r: Reply): CompensateScriptResult {
   if (code === 3) return { kind: 'not_deducted' };
   if (code === -4) return { kind: 'missing' };
   if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
-  throw new Error(`compensate-4.lua returned unknown code ${code}`);
+  if (code === -8) throw clockSkew();
+  throw new Error(`compensate-6.lua returned unknown code ${code}`);
 }

@@ -14,6 +14,7 @@ import type {
 import type { ShardKeys } from './keys.js';
 import type { ReplicaAck } from './replica-ack.js';
 import { Scripts } from './scripts.js';
+import { ShardBatcher } from './shard-batcher.js';
 import { parseShardLevel, SHARD_LEVEL_FIELDS } from './shard-level.js';
 
 /** Applied credit ids are kept this long: far longer than any move or restock stays unfinished. */
@@ -30,16 +31,29 @@ export interface RedisStockStoreOptions {
   replicaAck?: ReplicaAck | undefined;
   /** When set, writes to a slot whose master just changed are refused until it is confirmed (failover-fence.ts). */
   fence?: { assertOpen(key: string): void; retryAfterMs?(key: string): number | undefined } | undefined;
+  /** Group commit per shard (shard-batcher.ts); off when absent or max <= 1. */
+  batch?: { max: number; waitUs: number; onBatch?: ((size: number) => void) | undefined } | undefined;
 }
 
 export class RedisStockStore implements StockStore {
   private readonly scripts: Scripts;
+  private readonly batcher: ShardBatcher | undefined;
 
   constructor(
     private readonly redis: Cluster,
     private readonly options: RedisStockStoreOptions,
   ) {
-    this.scripts = new Scripts(redis, options.namespace);
+    this.scripts = new Scripts(redis, options.namespace, options.idempotencyWindowS);
+    const batch = options.batch;
+    this.batcher =
+      batch && batch.max > 1
+        ? new ShardBatcher(this.scripts, {
+            ...batch,
+            vouch: options.replicaAck !== undefined,
+            beforeWrite: (key) => this.beforeWrite(key),
+            afterWrite: (key, owner) => this.replicated(key, owner),
+          })
+        : undefined;
   }
 
   keys(shard: ShardRef): ShardKeys {
@@ -50,10 +64,18 @@ export class RedisStockStore implements StockStore {
     return this.scripts.shardInit(shard, available, net);
   }
 
-  async deduct(shard: ShardRef, input: DeductScriptInput, credits: Credit[], creditEpoch = ''): Promise<DeductScriptResult> {
+  async deduct(
+    shard: ShardRef,
+    input: DeductScriptInput,
+    credits: Credit[],
+    creditEpoch = '',
+    signal?: AbortSignal,
+  ): Promise<DeductScriptResult> {
+    // Fallback credits are rare and carry their own checks (deduct-7.lua): those calls go alone.
+    if (this.batcher && credits.length === 0) return this.batcher.deduct(shard, input, signal);
     const k = this.keys(shard);
     const owner = this.beforeWrite(k.shard);
-    const r = await this.scripts.deduct(shard, input, this.options.idempotencyWindowS, credits, creditEpoch, CREDIT_RETENTION_MS);
+    const r = await this.scripts.deduct(shard, input, credits, creditEpoch, CREDIT_RETENTION_MS);
     if (r.kind === 'deducted') await this.replicated(k.shard, owner);
     // The original write may not have reached a replica when it was answered (e.g. the WAIT timed out).
     else if (r.kind === 'replay') await this.vouch(k, owner);
@@ -61,26 +83,31 @@ export class RedisStockStore implements StockStore {
     return r;
   }
 
-  async compensate(shard: ShardRef, requestId: string, reason: string, limitedUserId: string | undefined): Promise<CompensateScriptResult> {
+  async compensate(
+    shard: ShardRef,
+    requestId: string,
+    reason: string,
+    limitedUserId: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<CompensateScriptResult> {
+    if (this.batcher) return this.batcher.compensate(shard, requestId, reason, limitedUserId !== undefined, signal);
     const k = this.keys(shard);
     const owner = this.beforeWrite(k.shard);
-    const r = await this.scripts.compensate(shard, requestId, reason, limitedUserId);
+    const r = await this.scripts.compensate(shard, requestId, reason, limitedUserId !== undefined);
     if (r.kind === 'compensated') await this.replicated(k.shard, owner);
     else if (r.kind === 'already') await this.vouch(k, owner);
     return r;
   }
 
   async claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null | 'missing'> {
-    this.options.fence?.assertOpen(this.keys(shard).claim(requestId));
+    this.options.fence?.assertOpen(this.keys(shard).shard);
     return this.scripts.claim(shard, requestId, value, Math.min(CLAIM_HOLD_S, this.options.idempotencyWindowS));
   }
 
   async keepClaim(shard: ShardRef, requestId: string, value: string): Promise<void> {
-    const key = this.keys(shard).claim(requestId);
-    const held = await this.redis.getex(key, 'EX', this.options.idempotencyWindowS);
-    // Gone only when the call outlived the hold: put it back for the window. Held by another user (claimed
-    // after it lapsed) cannot be undone here; that user's own deduction is refused or recorded on its shard.
-    if (held === null) await this.redis.set(key, value, 'EX', this.options.idempotencyWindowS, 'NX');
+    // Gone only when the call outlived the hold: put back for the window. Held by another user (claimed after
+    // it lapsed) cannot be undone here; that user's own deduction is refused or recorded on its shard.
+    await this.scripts.claimKeep(shard, requestId, value, false);
   }
 
   readClaim(shard: ShardRef, requestId: string): Promise<string | null | 'missing'> {
@@ -90,10 +117,10 @@ export class RedisStockStore implements StockStore {
   async readRequest(shard: ShardRef, requestId: string) {
     const k = this.keys(shard);
     const owner = this.options.replicaAck?.owner(k.shard);
-    const [u, q, r, c] = await this.redis.hmget(k.request(requestId), 'u', 'q', 'r', 'c');
-    if (q === null || q === undefined) return null;
+    const rec = await this.scripts.recordRead(shard, requestId);
+    if (rec === null) return null;
     await this.vouch(k, owner);
-    return { userId: u ?? '', quantity: Number(q), remaining: Number(r), compensated: c === '1' };
+    return { userId: rec.userId, quantity: rec.quantity, remaining: rec.remaining, compensated: rec.compensated };
   }
 
   async probe(shards: ShardRef[]): Promise<ShardLevel[]> {

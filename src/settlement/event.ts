@@ -27,7 +27,7 @@ export function signedQuantity(e: Pick<SettlementEvent, 'kind' | 'quantity'>): n
 
 export const LEDGER_KIND = { D: 'DEDUCT', C: 'COMPENSATE' } as const;
 
-/** The outbox entry's field names, as lua/deduct-5.lua and lua/compensate-4.lua XADD them (a test keeps the
+/** The outbox entry's field names, as lua/deduct-7.lua and lua/compensate-6.lua XADD them (a test keeps the
  * scripts and this list in step). */
 export const OUTBOX_FIELDS = {
   kind: 'k',

@@ -2,6 +2,7 @@
 // deduction record, and how many D (deduct) events each has in the outbox streams.
 import type { App } from '../../src/app/app.js';
 import { allShards, homeShard, shardRef } from '../../src/domain/routing.js';
+import { recordedQuantity } from '../../test/support/bucket-fields.js';
 
 export async function recordsAndOutbox(app: App, couponId: string, requestIds: Iterable<string>) {
   const coupon = (await app.repo.find(couponId))!;
@@ -9,7 +10,7 @@ export async function recordsAndOutbox(app: App, couponId: string, requestIds: I
   await Promise.all(
     [...requestIds].map(async (id) => {
       const ref = shardRef(coupon, homeShard(coupon, id, ''));
-      if ((await app.redis.hget(app.store.keys(ref).request(id), 'q')) !== null) recorded.add(id);
+      if ((await recordedQuantity(app.redis, app.store.keys(ref), app.config.idempotencyWindowS, id)) !== null) recorded.add(id);
     }),
   );
   const outboxDeducts = new Map<string, number>();

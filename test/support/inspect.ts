@@ -14,6 +14,8 @@ export async function shardState(app: App, couponId: string) {
     available: levels.reduce((a, l) => a + (l.available ?? 0), 0),
     inTransit: levels.reduce((a, l) => a + l.inTransit, 0),
     net: levels.reduce((a, l) => a + l.net, 0),
+    /** Units in open holds. */
+    held: levels.reduce((a, l) => a + (l.held ?? 0), 0),
     outboxEvents: outbox.reduce((a, n) => a + n, 0),
     pendingMoves: moves.flat().length,
   };

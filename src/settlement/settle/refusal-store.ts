@@ -1,4 +1,4 @@
-// Marks, in Redis, a deduction that MySQL refused (lua/refuse-mark-1.lua, through redis/scripts.ts): its units stay sold — never
+// Marks, in Redis, a deduction that MySQL refused (lua/refuse-mark-3.lua, through redis/scripts.ts): its units stay sold — never
 // back on sale, since the record never had them — and a later Compensate closes it without returning them.
 import type { Cluster } from 'ioredis';
 import type { ShardRef } from '../../domain/ports.js';
@@ -16,9 +16,10 @@ export class RedisRefusalStore implements RefusalStore {
   constructor(
     redis: Cluster,
     namespace: string,
+    windowS: number,
     private readonly replicaAck?: ReplicaAck,
   ) {
-    this.scripts = new Scripts(redis, namespace);
+    this.scripts = new Scripts(redis, namespace, windowS);
   }
 
   async markRefused(shard: ShardRef, requestId: string): Promise<boolean> {

@@ -107,7 +107,7 @@ export class FakeCouponRecovery implements CouponRecovery {
     }
   }
 
-  /** Request records, user counts and claims of the rebuilt shards, from the event log (record-restore-1.lua). */
+  /** Request records, user counts and claims of the rebuilt shards, from the event log (record-restore-3.lua). */
   private restoreRecords(couponId: string, rebuilt: Set<number>): void {
     const coupon = this.repo.coupons.get(couponId)!;
     const shards = allShards(coupon);

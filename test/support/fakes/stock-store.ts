@@ -1,6 +1,6 @@
 // StockStore in memory, for domain tests without the stack. Each method reproduces its Lua script step by
 // step (the same checks in the same order, the same answers), so a use case behaves over it as over Redis:
-//   initShard → shard-init-2.lua, deduct → deduct-5.lua, compensate → compensate-4.lua,
+//   initShard → shard-init-2.lua, deduct → deduct-7.lua, compensate → compensate-6.lua,
 //   moveOut → move-out-2.lua, ackMove → move-ack-2.lua, credit → credit-2.lua.
 // Everything under one hash tag lives in one TagState, so `lose` drops what a lost Redis node takes with it
 // (shard hash, request records, user counts, claims, credits, moves). The event log stands for the outbox
@@ -178,7 +178,7 @@ export class FakeStockStore implements StockStore {
 
   async claimRequest(shard: ShardRef, requestId: string, value: string): Promise<string | null | 'missing'> {
     await this.enter('claimRequest', shard);
-    // claim-2.lua: refused while the shard hash is gone (its claims went with it).
+    // claim-4.lua: refused while the shard hash is gone (its claims went with it).
     if (!this.tags.get(shard.tag)?.shard) return 'missing';
     const st = this.state(shard);
     const prior = st.claims.get(requestId);
@@ -195,7 +195,7 @@ export class FakeStockStore implements StockStore {
 
   async readClaim(shard: ShardRef, requestId: string): Promise<string | null | 'missing'> {
     await this.enter('readClaim', shard);
-    // claim-read-2.lua
+    // claim-read-4.lua
     if (!this.tags.get(shard.tag)?.shard) return 'missing';
     return this.tags.get(shard.tag)?.claims.get(requestId) ?? null;
   }

@@ -1438,7 +1438,7 @@ export type Hold = Message<"inventory.v1.Hold"> & {
   userId: string;
 
   /**
-   * Units reserved.
+   * Units reserved; once confirmed, the units confirmed (the record then keeps only what a deduction's does).
    *
    * @generated from field: int64 quantity = 5;
    */
@@ -1623,7 +1623,8 @@ export type ConfirmResponse = Message<"inventory.v1.ConfirmResponse"> & {
   hold?: Hold | undefined;
 
   /**
-   * Units given back by a partial confirm.
+   * Units given back by this call: the part a partial confirm did not keep, or an expired hold's units when
+   * this call expired it. 0 on a replay.
    *
    * @generated from field: int64 released = 4;
    */

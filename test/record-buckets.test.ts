@@ -1,0 +1,117 @@
+// Request records and claims are fields of per-shard hashes bucketed by time (lua/includes/buckets.lua): a
+// record must be honoured for the whole idempotency window across a bucket boundary and whatever clock the
+// calling instance has, within half a window of Redis's; a call that would name the wrong hashes is refused.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { firstBucket } from '../src/redis/keys.js';
+import { Scripts } from '../src/redis/scripts.js';
+import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+
+let a: TestApp;
+beforeAll(async () => {
+  a = await startTestApp();
+});
+afterAll(async () => {
+  await a?.close();
+});
+
+const WINDOW_S = 4;
+
+/** A fresh one-shard coupon's shard, with stock, and Scripts whose clock is `skewMs` off the machine's. */
+async function shardWith(stock: number) {
+  const id = uniqueId();
+  const shard = { couponId: id, index: 0, tag: `${id}#0.0` };
+  const at = (skewMs: number) => new Scripts(a.app.redis, a.namespace, WINDOW_S, () => Date.now() + skewMs);
+  await at(0).shardInit(shard, stock, 0);
+  return { shard, at };
+}
+
+const input = (requestId: string, userId = 'u1', quantity = 1, perUserLimit = 0) => ({ requestId, userId, quantity, perUserLimit });
+
+/** Waits until the server's bucket changes (a boundary of the window-wide buckets passes). */
+async function crossBoundary(): Promise<void> {
+  const bucketNow = async () => Math.floor(Number((await a.app.redis.time())[0]) / WINDOW_S);
+  const start = await bucketNow();
+  while ((await bucketNow()) === start) await new Promise((r) => setTimeout(r, 50));
+}
+
+describe('bucketed request records', () => {
+  it('when a record was written in the previous bucket, then a retry after the boundary still replays it, and so does a compensation', async () => {
+    const { shard, at } = await shardWith(10);
+    const s = at(0);
+    expect(await s.deduct(shard, input('r1', 'u1', 2), [], '', 1)).toEqual({ kind: 'deducted', remaining: 8 });
+    await crossBoundary();
+    expect(await s.deduct(shard, input('r1', 'u1', 2), [], '', 1)).toEqual({ kind: 'replay', remaining: 8, compensated: false });
+    expect(await s.compensate(shard, 'r1', 'refund', false)).toEqual({ kind: 'compensated', remaining: 10, quantity: 2 });
+    expect(await s.deduct(shard, input('r1', 'u1', 2), [], '', 1)).toEqual({ kind: 'replay', remaining: 8, compensated: true });
+    expect(await s.compensate(shard, 'r1', 'refund', false)).toEqual({ kind: 'already', remaining: 10 });
+  });
+
+  it('when instances whose clocks are up to 0.45 window apart deduct the same requests, then each is deducted once', async () => {
+    const { shard, at } = await shardWith(100);
+    const skews = [-0.45, -0.2, 0, 0.2, 0.45].map((f) => at(f * WINDOW_S * 1000));
+    const ids = Array.from({ length: 20 }, (_, i) => `sk${i}`);
+    const answers = await Promise.all(ids.flatMap((id) => skews.map((s) => s.deduct(shard, input(id), [], '', 1))));
+    expect(answers.filter((r) => r.kind === 'deducted')).toHaveLength(ids.length);
+    expect(answers.filter((r) => r.kind === 'replay')).toHaveLength(ids.length * (skews.length - 1));
+    expect(Number(await a.app.redis.hget(at(0).keys(shard).shard, 'avail'))).toBe(100 - ids.length);
+    // Any of them finds any record, also across a boundary.
+    await crossBoundary();
+    for (const s of skews) expect((await s.recordRead(shard, 'sk3'))?.quantity).toBe(1);
+  });
+
+  // Within half a window a call is always served; from half to one and a half it depends on where in its
+  // bucket the server's clock is (served only when the three hashes still hold the two live ones); beyond, never.
+  it("when an instance's clock is more than 1.5 windows off the server's, then its calls are refused and change nothing", async () => {
+    const { shard, at } = await shardWith(10);
+    expect((await at(0).deduct(shard, input('seen'), [], '', 1)).kind).toBe('deducted');
+    for (const skew of [-1.6, 1.6]) {
+      const off = at(skew * WINDOW_S * 1000);
+      await expect(off.deduct(shard, input(`off${skew}`), [], '', 1)).rejects.toThrow(/clock/);
+      await expect(off.claim(shard, `off${skew}`, 'u1|1', 60)).rejects.toThrow(/clock/);
+      await expect(off.compensate(shard, 'seen', 'refund', false)).rejects.toThrow(/clock/);
+      await expect(off.recordRead(shard, 'seen')).rejects.toThrow(/clock/);
+      await expect(off.claimRead(shard, 'seen')).rejects.toThrow(/clock/);
+      await expect(off.refuseMark(shard, 'seen')).rejects.toThrow(/clock/);
+    }
+    expect(Number(await a.app.redis.hget(at(0).keys(shard).shard, 'avail'))).toBe(9);
+    expect(await at(0).recordRead(shard, 'seen')).toMatchObject({ quantity: 1, compensated: false });
+  });
+
+  it('when a user reaches the per-user limit, then the count lives in the shard users hash and a compensation gives it back', async () => {
+    const { shard, at } = await shardWith(10);
+    const s = at(0);
+    expect((await s.deduct(shard, input('l1', 'ux', 2, 3), [], '', 1)).kind).toBe('deducted');
+    expect(await s.deduct(shard, input('l2', 'ux', 2, 3), [], '', 1)).toEqual({ kind: 'user_limit', held: 2 });
+    expect(await a.app.redis.hget(s.keys(shard).users, 'ux')).toBe('2');
+    expect((await s.compensate(shard, 'l1', 'refund', true)).kind).toBe('compensated');
+    expect(await a.app.redis.hget(s.keys(shard).users, 'ux')).toBe('0');
+    expect((await s.deduct(shard, input('l2', 'ux', 2, 3), [], '', 1)).kind).toBe('deducted');
+  });
+
+  it('when records are restored, then an existing one is never overwritten and a restored one replays; a refusal mark sticks', async () => {
+    const { shard, at } = await shardWith(10);
+    const s = at(0);
+    expect((await s.deduct(shard, input('kept', 'u1', 1), [], '', 1)).kind).toBe('deducted');
+    const occurredAt = Date.now() - 1000;
+    expect(await s.recordRestore(shard, { requestId: 'kept', userId: 'u2', quantity: 5, occurredAt, compensated: false })).toBe(false);
+    expect(await s.recordRestore(shard, { requestId: 'back', userId: 'u3', quantity: 4, occurredAt, compensated: true })).toBe(true);
+    expect(await s.recordRead(shard, 'kept')).toMatchObject({ userId: 'u1', quantity: 1 });
+    expect(await s.recordRead(shard, 'back')).toMatchObject({ userId: 'u3', quantity: 4, compensated: true, deductedAt: occurredAt });
+    expect(await s.deduct(shard, input('back', 'u3', 4), [], '', 1)).toEqual({ kind: 'replay', remaining: 0, compensated: true });
+    expect(await s.refuseMark(shard, 'kept')).toBe(true);
+    expect(await s.refuseMark(shard, 'never')).toBe(false);
+    expect(await s.recordRead(shard, 'kept')).toMatchObject({ refused: true, compensated: false });
+  });
+
+  it('when a canonical UUID is the request id, then its field is packed to 17 bytes and still tells ids apart', async () => {
+    const { shard, at } = await shardWith(10);
+    const s = at(0);
+    const id = '0b6f3c4e-9a1d-4f2b-8c7e-5d4a3b2c1f00';
+    expect((await s.deduct(shard, input(id), [], '', 1)).kind).toBe('deducted');
+    expect((await s.deduct(shard, input(id.toUpperCase()), [], '', 1)).kind).toBe('deducted');
+    expect((await s.deduct(shard, input(id), [], '', 1)).kind).toBe('replay');
+    const first = firstBucket(Date.now(), WINDOW_S);
+    const fields = (await Promise.all([0, 1, 2].map((i) => a.app.redis.hkeysBuffer(s.keys(shard).records(first + i))))).flat();
+    expect(fields.map((f) => f.length).sort()).toEqual([17, 36]);
+  });
+});

@@ -1,0 +1,211 @@
+// Group commit per shard (shard-batch-7.lua, src/redis/shard-batcher.ts): requests that share one Lua call must
+// get exactly what they would have got alone. Each batch below is run twice on twin shards with the same
+// starting state: once as ONE batch call, once as single calls (deduct-7.lua, compensate-6.lua) in the same
+// order. Replies and the shards' end state must be identical.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import type { ShardRef } from '../src/domain/ports.js';
+import { homeShard } from '../src/domain/routing.js';
+import { RedisStockStore } from '../src/redis/stock-store.js';
+import { type BatchOp, type BatchReply, Scripts } from '../src/redis/scripts.js';
+import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { shardState } from './support/inspect.js';
+import { ledgerFigures, settled } from './support/settlement.js';
+
+let a: TestApp;
+beforeAll(async () => {
+  a = await startTestApp({ SHARDSTOCK_WORKERS: 'relay,settle,sweep', SHARDSTOCK_SWEEP_INTERVAL_MS: '500' });
+});
+afterAll(async () => {
+  await a?.close();
+});
+
+const scripts = () => new Scripts(a.app.redis, a.namespace, a.app.config.idempotencyWindowS);
+
+async function twinShards(stock: number): Promise<[ShardRef, ShardRef]> {
+  const id = uniqueId();
+  const one = { couponId: id, index: 0, tag: `${id}#0.0` };
+  const two = { couponId: id, index: 0, tag: `${id}#0.1` };
+  for (const s of [one, two]) await scripts().shardInit(s, stock, 0);
+  return [one, two];
+}
+
+const D = (requestId: string, userId = '', quantity = 1, perUserLimit = 0): BatchOp => ({
+  op: 'D',
+  input: { requestId, userId, quantity, perUserLimit },
+});
+const C = (requestId: string, limited = false): BatchOp => ({ op: 'C', requestId, reason: 'refund', limited });
+
+async function alone(s: Scripts, shard: ShardRef, op: BatchOp): Promise<BatchReply> {
+  try {
+    return op.op === 'D' ? await s.deduct(shard, op.input, [], '', 1) : await s.compensate(shard, op.requestId, op.reason, op.limited);
+  } catch (err) {
+    return err as Error;
+  }
+}
+
+/** What a shard holds: level, user counts, outbox events (kind and request id, in order). */
+async function stateOf(shard: ShardRef) {
+  const k = scripts().keys(shard);
+  const events = (await a.app.redis.xrange(k.outbox, '-', '+')).map(([, f]) => `${f[1]}:${f[5]}`);
+  return { shard: await a.app.redis.hgetall(k.shard), users: await a.app.redis.hgetall(k.users), events };
+}
+
+/** Runs `ops` as one batch on one twin and one by one on the other; returns the batch's replies. */
+async function sameAsAlone(ops: BatchOp[], stock: number, before: BatchOp[] = []) {
+  const [batched, single] = await twinShards(stock);
+  const s = scripts();
+  for (const op of before) {
+    await alone(s, batched, op);
+    await alone(s, single, op);
+  }
+  const replies = await s.shardBatch(batched, ops, false);
+  const expected: BatchReply[] = [];
+  for (const op of ops) expected.push(await alone(s, single, op));
+  expect(replies.map(kindOf)).toEqual(expected.map(kindOf));
+  expect(replies.filter((r) => !(r instanceof Error))).toEqual(expected.filter((r) => !(r instanceof Error)));
+  expect(await stateOf(batched)).toEqual(await stateOf(single));
+  return replies;
+}
+
+const kindOf = (r: BatchReply) => (r instanceof Error ? 'error' : r.kind);
+
+describe('group commit: a batch answers as single calls would', () => {
+  it('when a batch holds one request, then it is deducted as alone', async () => {
+    expect((await sameAsAlone([D('one')], 5)).map(kindOf)).toEqual(['deducted']);
+  });
+
+  it('when a batch of 2 holds the same request id twice, then one is DEDUCTED and one is a replay: never two deductions', async () => {
+    const replies = await sameAsAlone([D('twice', 'u1', 2), D('twice', 'u1', 2)], 5);
+    expect(replies).toEqual([
+      { kind: 'deducted', remaining: 3 },
+      { kind: 'replay', remaining: 3, compensated: false },
+    ]);
+  });
+
+  it('when a batch of 64 mixes new requests, replays, twins, a per-user limit reached mid-batch, compensations, conflicts, a failing request and stock running out, then every reply and the end state match single calls', async () => {
+    const before = [D('old1', 'ua'), D('old2', 'ub', 2), D('gone', 'uc')];
+    const ops: BatchOp[] = [
+      D('old1', 'ua'), // replay of an earlier deduction
+      C('old2'), // compensated inside the batch
+      D('old2', 'ub', 2), // replay of the compensated one
+      D('new0', 'u0'),
+      D('new0', 'u0'), // the same id twice in one batch
+      D('new0', 'u9'), // and reused by another user: conflict
+      D('new0', 'u0', 3), // and with another quantity: conflict
+      // A limit of 3 reached mid-batch: the 4th and 5th are refused, the one after a compensation fits again.
+      D('lim1', 'ul', 1, 3),
+      D('lim2', 'ul', 1, 3),
+      D('lim3', 'ul', 1, 3),
+      D('lim4', 'ul', 1, 3),
+      D('lim5', 'ul', 1, 3),
+      C('lim2', true),
+      D('lim6', 'ul', 1, 3),
+      // A deduct and a compensate of the same request, both orders.
+      D('dc', 'ud'),
+      C('dc'),
+      C('cd'),
+      D('cd', 'ud'),
+      C('never'), // nothing to compensate
+      C('gone'),
+      C('gone'), // already compensated
+      { op: 'D', input: { requestId: 'broken', userId: 'ux', quantity: 'x' as unknown as number, perUserLimit: 2 } }, // its own error
+    ];
+    for (let i = 0; ops.length < 60; i++) ops.push(D(`fill${i}`, `f${i % 7}`));
+    // Stock runs out before the end: the last ones are short (and would fall back in the service).
+    ops.push(D('big', 'uz', 4), D('last1', 'uz'), D('last2', 'uz'), D('last1', 'uz'));
+    expect(ops).toHaveLength(64);
+    const replies = await sameAsAlone(ops, 46, before);
+    const kinds = replies.map(kindOf);
+    expect(kinds.slice(0, 7)).toEqual(['replay', 'compensated', 'replay', 'deducted', 'replay', 'conflict', 'conflict']);
+    expect(kinds.slice(7, 14)).toEqual(['deducted', 'deducted', 'deducted', 'user_limit', 'user_limit', 'compensated', 'deducted']);
+    expect(kinds.slice(14, 21)).toEqual(['deducted', 'compensated', 'not_deducted', 'deducted', 'not_deducted', 'compensated', 'already']);
+    expect(kinds[21]).toBe('error');
+    expect(kinds).toContain('short');
+  });
+});
+
+describe('group commit through the service', () => {
+  it('when a deadline passes while a request waits for its batch, then it is dropped from the batch and its neighbours are served', async () => {
+    const [shard] = await twinShards(10);
+    const store = new RedisStockStore(a.app.redis, {
+      namespace: a.namespace,
+      idempotencyWindowS: a.app.config.idempotencyWindowS,
+      batch: { max: 64, waitUs: 0 },
+    });
+    const gone = new AbortController();
+    const calls = [
+      store.deduct(shard, { requestId: 'b1', userId: '', quantity: 1, perUserLimit: 0 }, []),
+      store.deduct(shard, { requestId: 'late', userId: '', quantity: 1, perUserLimit: 0 }, [], '', gone.signal),
+      store.deduct(shard, { requestId: 'b2', userId: '', quantity: 1, perUserLimit: 0 }, []),
+    ];
+    gone.abort(); // before the batch is sent at the end of this event-loop turn
+    const [b1, late, b2] = await Promise.allSettled(calls);
+    expect(b1).toMatchObject({ status: 'fulfilled', value: { kind: 'deducted' } });
+    expect(b2).toMatchObject({ status: 'fulfilled', value: { kind: 'deducted', remaining: 8 } });
+    expect(late).toMatchObject({ status: 'rejected', reason: { kind: 'deadline_exceeded' } });
+    expect(await scripts().recordRead(shard, 'late')).toBeNull();
+  });
+
+  it('when a batch on one shard runs out of stock, then the requests it leaves short fall back to the other shard exactly as alone', async () => {
+    const couponId = uniqueId();
+    await a.client.createCoupon({ couponId, totalStock: 10n, shardCount: 2 });
+    const coupon = (await a.app.repo.find(couponId))!;
+    // Eight requests whose home is shard 0 (five units there): sent together, they share one batch call.
+    const ids: string[] = [];
+    for (let i = 0; ids.length < 8; i++) if (homeShard(coupon, `fb${i}`, '') === 0) ids.push(`fb${i}`);
+    const sizes = a.app.metrics.shardBatchSize.child();
+    const [callsBefore, fallbacksBefore] = [sizes.count, a.app.deduct.stats.fallbacks];
+    const answers = await Promise.all(ids.map((requestId) => a.client.deduct({ couponId, requestId, quantity: 1n })));
+    expect(answers.map((r) => [r.outcome, r.replayed])).toEqual(Array(8).fill([DeductOutcome.DEDUCTED, false]));
+    expect(answers.filter((r) => r.shard === 0)).toHaveLength(8);
+    expect(a.app.deduct.stats.fallbacks - fallbacksBefore).toBe(3);
+    // Fewer calls than requests on the way in (the three fallbacks' own calls carry credits and go alone).
+    expect(sizes.count - callsBefore).toBeLessThan(8);
+    const s = await shardState(a.app, couponId);
+    expect([s.available + s.inTransit, s.net]).toEqual([2, 8]);
+    expect(s.levels.every((l) => (l.available ?? -1) >= 0)).toBe(true);
+  });
+
+  it('when 600 concurrent Deducts (100 ids sent twice) and Compensates race for 150 units over 3 shards, then successes == stock, nothing goes negative, batches were formed, and after settlement ledger rows == successes', async () => {
+    const couponId = uniqueId();
+    await a.client.createCoupon({ couponId, totalStock: 150n, shardCount: 3 });
+    const ids = Array.from({ length: 500 }, (_, i) => `c${i}`);
+    const calls = [...ids, ...ids.slice(0, 100)].map((requestId) => a.client.deduct({ couponId, requestId, quantity: 1n }));
+    const answers = await Promise.all(calls);
+    const first = answers.filter((r) => r.outcome === DeductOutcome.DEDUCTED && !r.replayed).length;
+    const replays = answers.filter((r) => r.outcome === DeductOutcome.DEDUCTED && r.replayed).length;
+    expect(first).toBe(150);
+    // Every twin of a successful id replays it; of a refused one, is refused too (or finds it deducted since).
+    const won = new Set(ids.filter((_, i) => answers[i]!.outcome === DeductOutcome.DEDUCTED));
+    expect(replays).toBe(ids.slice(0, 100).filter((id) => won.has(id)).length);
+    // Give back 30 of them while new ones race for the units that come back.
+    const back = [...won].slice(0, 30);
+    const more = Array.from({ length: 60 }, (_, i) => `m${i}`);
+    const [comp, again] = await Promise.all([
+      Promise.all(back.map((requestId) => a.client.compensate({ couponId, requestId, reason: 'refund' }))),
+      Promise.all(more.map((requestId) => a.client.deduct({ couponId, requestId, quantity: 1n }))),
+    ]);
+    expect(comp.every((c) => c.outcome === 1)).toBe(true);
+    const late = again.filter((r) => r.outcome === DeductOutcome.DEDUCTED).length;
+    expect(late).toBeLessThanOrEqual(30);
+    const s = await shardState(a.app, couponId);
+    expect(s.levels.every((l) => (l.available ?? -1) >= 0)).toBe(true);
+    expect(s.available + s.inTransit).toBe(30 - late);
+    expect(s.net).toBe(150 - 30 + late);
+
+    await settled(a.client, couponId);
+    const ledger = await ledgerFigures(a.app, couponId);
+    expect(ledger.deductRows).toBe(150 + late);
+    expect(ledger.compensateRows).toBe(30);
+    expect(ledger.duplicates).toBe(0);
+    expect(ledger.remaining).toBe(30 - late);
+
+    const metrics = await (await fetch(`${a.httpUrl}/metrics`)).text();
+    const count = Number(/^shardstock_shard_batch_size_count (\d+)/m.exec(metrics)?.[1]);
+    const sum = Number(/^shardstock_shard_batch_size_sum (\d+)/m.exec(metrics)?.[1]);
+    expect(count).toBeGreaterThan(0);
+    // Fewer calls than requests: some requests shared a call.
+    expect(sum).toBeGreaterThan(count);
+  });
+});
