@@ -98,6 +98,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     natsLevelSubscriptions: () => levels.subscriptions,
     announcements: () => changes.announced,
     lowStockEvents: () => lowStock.events,
+    holdSweeps: domain.holdSweeper.stats,
   });
   attachSettlementMetrics(metrics, () => settlement.figures());
   const plain = [

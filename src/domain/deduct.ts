@@ -126,7 +126,8 @@ export class DeductService {
         const h = await hold.store.read(homeRef, requestId);
         if (!h) return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
         if (h.userId !== userId) throw conflict(requestId, 'user_id', h.userId);
-        if (h.quantity !== quantity) throw conflict(requestId, 'quantity', String(h.quantity));
+        // A confirmed hold keeps only its confirmed units (hold-reserve-7.lua does not compare them either).
+        if (h.state !== 'c' && h.quantity !== quantity) throw conflict(requestId, 'quantity', String(h.quantity));
         await keepClaim();
         return { outcome: 'deducted', replayed: true, remaining: h.remaining, shard: home, granted: h.quantity };
       }

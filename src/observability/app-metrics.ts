@@ -2,6 +2,7 @@
 // streams and the change announcements. Nothing here runs on the call path.
 import type { ReadinessState } from '../app/readiness.js';
 import type { DeductStats } from '../domain/deduct.js';
+import type { HoldSweepStats } from '../domain/hold-sweeper.js';
 import type { WatchStats } from '../watch/watch-service.js';
 import type { StockLevel } from '../domain/model.js';
 import type { Metrics } from './metrics.js';
@@ -16,6 +17,8 @@ export interface AppFigures {
   natsLevelSubscriptions(): number;
   announcements(): number;
   lowStockEvents(): number;
+  /** Absent in tests that build figures by hand. */
+  holdSweeps?: HoldSweepStats;
 }
 
 export function registerAppMetrics(m: Metrics, f: AppFigures): void {
@@ -62,6 +65,22 @@ export function registerAppMetrics(m: Metrics, f: AppFigures): void {
     'Low-stock events this instance published (once per crossing across all instances)',
     () => f.lowStockEvents(),
   );
+
+  const h = f.holdSweeps;
+  if (h) {
+    m.counterFrom(
+      'shardstock_holds_expired_total',
+      'Holds this instance expired (its sweeper; each hold expires once across instances)',
+      () => h.expiredHolds,
+    );
+    m.counterFrom('shardstock_hold_units_expired_total', 'Units given back by holds this instance expired', () => h.expiredUnits);
+    m.counterFrom('shardstock_hold_sweeps_total', 'Hold sweeps this instance ran', () => h.sweeps);
+    m.counterFrom(
+      'shardstock_hold_index_repairs_total',
+      "Shards with open holds the full pass found missing from the sweepers' index",
+      () => h.reindexed,
+    );
+  }
 
   const busiest = () => f.watch.busiest(MAX_COUPON_SERIES).filter((b) => b.level !== undefined);
   m.labelledGaugeFrom(
