@@ -349,5 +349,9 @@ export class Relay {
 
 function dedupe(entries: OutboxEntry[]): OutboxEntry[] {
   const seen = new Set<string>();
-  return entries.filter((e) => (seen.has(e.streamId) ? false : (seen.add(e.streamId), true)));
+  return entries.filter((e) => {
+    if (seen.has(e.streamId)) return false;
+    seen.add(e.streamId);
+    return true;
+  });
 }
