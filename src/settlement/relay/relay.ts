@@ -6,7 +6,8 @@
 // Pipelined: reads, publishes and removals of different shards overlap, and a shard is read again as soon as
 // its previous read is handed to the publish window (up to `batch` of its entries in flight), not after the
 // slowest PubAck of a whole pass. One window of `inFlight` publishes is shared by all shards. A shard with a
-// backlog is read again at once; only a shard that had nothing waits (its poll interval).
+// backlog (its last read was full) is read again at once; one that is caught up is polled every pollMs, and
+// one that had nothing less and less often.
 //
 // Which shards: those of coupons this instance serves (the catalog), plus coupons found by a slower walk over
 // MySQL whose outboxes are not empty (a crashed instance's coupons that no live instance served yet).
@@ -210,7 +211,9 @@ export class Relay {
       return;
     }
     s.idleStreak = 0;
-    s.nextPollAt = 0;
+    // A full read means a backlog: read again at once. Fewer means caught up: the next poll is soon, without
+    // spinning on reads that would return a handful of entries each.
+    s.nextPollAt = entries.length >= batch ? 0 : now + (this.options.pollMs ?? 50);
     this.track(this.relay(s, entries).then(() => {}));
   }
 
