@@ -156,6 +156,44 @@ describe('pipelined settlement', () => {
     }
   });
 
+  it('when a coupon settles down to exactly zero with its transactions overlapping on two instances, then deductions the remaining cannot cover yet wait for their compensations: remaining 0, no anomaly, every row once', async () => {
+    const id = uniqueId();
+    const { events, expected } = couponEvents(id, 1200);
+    // Exactly the net: near the end a deduction published before its compensation does not fit until the
+    // compensation settles, and transactions that inserted before taking the row lock must decide again.
+    const total = expected.deductedUnits - expected.compensatedUnits;
+    await observer.client.createCoupon({ couponId: id, totalStock: BigInt(total), shardCount: 4 });
+    const b = await startTestApp({ ...SETTLER, SHARDSTOCK_NAMESPACE: namespace, SHARDSTOCK_INSTANCE_ID: 'zero-b' });
+    const c = await startTestApp({ ...SETTLER, SHARDSTOCK_NAMESPACE: namespace, SHARDSTOCK_INSTANCE_ID: 'zero-c' });
+    try {
+      await Promise.all([publishAll(events), publishAll(events, 'late-')]);
+      await waitFor(
+        'the coupon to settle',
+        () => observer.app.settlement.stream.pending(id),
+        (n) => n === 0,
+        120_000,
+        500,
+      );
+      const f = await ledgerFigures(observer.app, id);
+      expect(f).toMatchObject({
+        deductRows: expected.deductions,
+        deductUnits: expected.deductedUnits,
+        compensateRows: expected.compensations,
+        compensateUnits: expected.compensatedUnits,
+        duplicates: 0,
+        anomalies: [],
+        remaining: 0,
+      });
+      const sb = b.app.settlement.stats.settle;
+      const sc = c.app.settlement.stats.settle;
+      expect(sb.applied + sc.applied).toBe(events.length);
+      expect(sb.refused + sc.refused).toBe(0);
+      if (process.env.TEST_TRACE) console.log(JSON.stringify({ b: sb, c: sc }));
+    } finally {
+      await Promise.all([b.close(), c.close()]);
+    }
+  });
+
   it('when a commit is never acked (the settler died after COMMIT), then the redelivery through the pipeline inserts nothing and moves nothing', async () => {
     const id = uniqueId();
     await observer.client.createCoupon({ couponId: id, totalStock: 5000n, shardCount: 2 });

@@ -54,6 +54,7 @@ export type SettlementOptions = Pick<
   | 'workers'
   | 'settleBatch'
   | 'settleConcurrency'
+  | 'settlePerCoupon'
   | 'relayInFlight'
   | 'settleMaxDeliver'
   | 'relayBatch'
@@ -147,7 +148,12 @@ export class Settlement {
           stats: this.stats.settle,
           log,
         },
-        { batch: config.settleBatch, maxDeliver: config.settleMaxDeliver, concurrency: config.settleConcurrency },
+        {
+          batch: config.settleBatch,
+          maxDeliver: config.settleMaxDeliver,
+          concurrency: config.settleConcurrency,
+          perCoupon: config.settlePerCoupon,
+        },
       ).start();
       const repair = new OrphanRepair(this.d.nats, this.names, this.settler, config.settleMaxDeliver, log);
       this.periodic.push(

@@ -1,19 +1,20 @@
 // Per-coupon lanes for the settler's pipeline: messages are queued by coupon as they arrive, and each coupon
-// has at most ONE transaction running at a time, which takes everything queued for it (up to `batch`). Lanes
-// of different coupons run in parallel on a small pool.
+// has at most `perCoupon` transactions running at a time, each taking what is queued for it (up to `batch`).
+// Lanes of different coupons run in parallel on a small pool (`concurrency` transactions in all).
 //
-// Why one transaction per coupon at a time: two transactions of one coupon would fight over its version
-// (one of them always starts over), and a compensation arriving in one while its deduction commits in the
-// other would be deferred for nothing. Serial per coupon, the next transaction sees everything the previous
-// committed, so "a compensation after its deduction" holds across batches as it does inside one. While a
-// coupon's transaction runs, the next batch of it builds up in its queue: under load the batches grow by
-// themselves, at low traffic a message is settled as soon as it arrives (no wait to fill a batch).
+// Why a bound per coupon: transactions of one coupon queue for its row lock at their end (ledger-store.ts),
+// and a compensation settled in one while its deduction commits in another is deferred (redelivered later).
+// With perCoupon = 1 the next transaction sees everything the previous committed. While a coupon's
+// transactions run, its next batch builds up in its queue: under load the batches grow by themselves, at low
+// traffic a message is settled as soon as it arrives (no wait to fill a batch).
 
 export interface LaneOptions {
   /** Most items one transaction takes. */
   batch: number;
-  /** Transactions (of different coupons) running at once. */
+  /** Transactions running at once, over all coupons. */
   concurrency: number;
+  /** Transactions of one coupon running at once. */
+  perCoupon: number;
   /** Items queued or being settled above which the producer waits (`space()`). */
   maxBuffered: number;
 }
@@ -22,9 +23,12 @@ type Settle<T> = (key: string, items: T[]) => Promise<void>;
 
 export class CouponLanes<T> {
   private readonly queues = new Map<string, T[]>();
-  /** Coupons with queued items and no transaction running, oldest first. */
+  /** Coupons with queued items and room for another transaction, oldest first (each at most once). */
   private ready: string[] = [];
-  private readonly busy = new Map<string, T[]>();
+  private readonly isReady = new Set<string>();
+  /** The batches being settled, per coupon. */
+  private readonly busy = new Map<string, Set<T[]>>();
+  private running = 0;
   private pumpScheduled = false;
   private waiters: { when: () => boolean; resolve: () => void }[] = [];
   /** Items queued or in a running transaction. */
@@ -40,7 +44,7 @@ export class CouponLanes<T> {
     if (!q) {
       q = [];
       this.queues.set(key, q);
-      if (!this.busy.has(key)) this.ready.push(key);
+      this.markReady(key);
     }
     q.push(item);
     this.buffered++;
@@ -54,10 +58,16 @@ export class CouponLanes<T> {
     }
   }
 
+  private markReady(key: string): void {
+    if (this.isReady.has(key) || !this.queues.has(key) || (this.busy.get(key)?.size ?? 0) >= this.options.perCoupon) return;
+    this.isReady.add(key);
+    this.ready.push(key);
+  }
+
   /** Every item queued or being settled (to keep their deliveries alive). */
   *items(): Iterable<T> {
     for (const q of this.queues.values()) yield* q;
-    for (const b of this.busy.values()) yield* b;
+    for (const batches of this.busy.values()) for (const b of batches) yield* b;
   }
 
   hasSpace(): boolean {
@@ -80,8 +90,9 @@ export class CouponLanes<T> {
   }
 
   private pump(): void {
-    while (this.busy.size < this.options.concurrency && this.ready.length > 0) {
+    while (this.running < this.options.concurrency && this.ready.length > 0) {
       const key = this.ready.shift()!;
+      this.isReady.delete(key);
       const q = this.queues.get(key)!;
       let items: T[];
       if (q.length <= this.options.batch) {
@@ -89,15 +100,23 @@ export class CouponLanes<T> {
         this.queues.delete(key);
       } else {
         items = q.splice(0, this.options.batch);
-        // The rest waits for this transaction: it is not ready until then.
       }
-      this.busy.set(key, items);
+      let batches = this.busy.get(key);
+      if (!batches) {
+        batches = new Set();
+        this.busy.set(key, batches);
+      }
+      batches.add(items);
+      this.running++;
+      this.markReady(key);
       void this.settle(key, items)
         .catch(() => {})
         .finally(() => {
-          this.busy.delete(key);
+          batches.delete(items);
+          if (batches.size === 0) this.busy.delete(key);
+          this.running--;
           this.buffered -= items.length;
-          if (this.queues.has(key)) this.ready.push(key);
+          this.markReady(key);
           this.wakeWaiters();
           this.pump();
         });

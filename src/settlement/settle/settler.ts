@@ -31,8 +31,10 @@ export interface SettlerOptions {
   /** Lifetime of one pull request (the server's minimum is 1000 ms). Only an empty stream waits it out: a
    * message is handed over as soon as it is there. Default 5000 ms. */
   fetchExpiresMs?: number;
-  /** Coupon transactions running at once (each of a different coupon). Default 4. */
+  /** Transactions running at once, over all coupons. Default 4. */
   concurrency?: number;
+  /** Transactions of one coupon running at once (they queue only for its row lock). Default 2. */
+  perCoupon?: number;
   /** Messages the consumer keeps on their way from the server. Default 2 × batch. */
   window?: number;
 }
@@ -104,6 +106,7 @@ export class Settler {
     const lanes = new CouponLanes<Item>((couponId, items) => this.settleLane(couponId, items), {
       batch: this.options.batch,
       concurrency: this.options.concurrency ?? 4,
+      perCoupon: this.options.perCoupon ?? 2,
       maxBuffered: this.options.batch * ((this.options.concurrency ?? 4) + 1),
     });
     // A slow database must not let the ack wait run out under a live settler (a no-op once acked or nak'ed).
