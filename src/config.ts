@@ -45,7 +45,7 @@ export interface Config {
   workers: Set<'relay' | 'settle' | 'sweep' | 'reconcile'>;
   /** SHARDSTOCK_RELAY_BATCH — outbox events read and published per batch. Default 1000. */
   relayBatch: number;
-  /** SHARDSTOCK_SETTLE_BATCH — JetStream messages applied to MySQL per batch. Default 1000. */
+  /** SHARDSTOCK_SETTLE_BATCH — most JetStream messages one settlement transaction applies (under a backlog; at low traffic a message settles as soon as it arrives). Default 2000. */
   settleBatch: number;
   /** SHARDSTOCK_SETTLE_CONCURRENCY — settlement transactions one instance runs at once, over all coupons. Default 4. */
   settleConcurrency: number;
@@ -421,7 +421,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     ackReplicas: int(env, 'SHARDSTOCK_ACK_REPLICAS', 1, 1, 16),
     workers,
     relayBatch: int(env, 'SHARDSTOCK_RELAY_BATCH', 1000, 1, 10_000),
-    settleBatch: int(env, 'SHARDSTOCK_SETTLE_BATCH', 1000, 1, 10_000),
+    settleBatch: int(env, 'SHARDSTOCK_SETTLE_BATCH', 2000, 1, 10_000),
     settleConcurrency: int(env, 'SHARDSTOCK_SETTLE_CONCURRENCY', 4, 1, 64),
     settlePerCoupon: int(env, 'SHARDSTOCK_SETTLE_PER_COUPON', 2, 1, 64),
     relayInFlight: int(env, 'SHARDSTOCK_RELAY_IN_FLIGHT', 2000, 1, 50_000),
