@@ -14,9 +14,11 @@ import { ledgerFigures, waitFor } from './support/settlement.js';
 
 const SETTLER = {
   SHARDSTOCK_WORKERS: 'settle',
-  // Small batches and two coupons at a time per instance: many transactions, interleaved across instances.
+  // Small batches, and two transactions of one coupon at once per instance (four over both): many
+  // transactions, overlapping on the same coupon rows within and across instances.
   SHARDSTOCK_SETTLE_BATCH: '150',
-  SHARDSTOCK_SETTLE_CONCURRENCY: '2',
+  SHARDSTOCK_SETTLE_CONCURRENCY: '3',
+  SHARDSTOCK_SETTLE_PER_COUPON: '2',
 };
 
 let observer: TestApp;

@@ -70,6 +70,7 @@ interface Job {
 }
 
 const encoder = new TextEncoder();
+const MIN_LAUNCH_GAP_MS = 5;
 
 export class Relay {
   private readonly shards = new Map<string, ShardState>();
@@ -87,6 +88,8 @@ export class Relay {
   private readonly work = new Set<Promise<void>>();
   private wakeLoop: (() => void) | undefined;
   private failures = 0;
+  private listed: ShardState[] | undefined;
+  private listedAt = 0;
 
   constructor(
     private readonly outbox: OutboxStreams,
@@ -119,9 +122,13 @@ export class Relay {
             this.lastSweep = Date.now();
             await this.sweep();
           }
+          const launchedAt = Date.now();
           const next = this.launch();
-          // Woken by any read or chunk finishing (a shard may be read again at once), or at the next poll.
+          // Woken by any read or chunk finishing (a shard may be read again at once), or at the next poll; a
+          // launch walks every shard, so at most one per MIN_LAUNCH_GAP_MS however often work finishes.
           await this.nap(next);
+          const gap = Date.now() - launchedAt;
+          if (gap < MIN_LAUNCH_GAP_MS) await this.state.pause(MIN_LAUNCH_GAP_MS - gap);
         } catch (err) {
           this.failures++;
           this.log?.warn({ err: (err as Error)?.message }, 'relay pass failed');
@@ -154,6 +161,16 @@ export class Relay {
     });
   }
 
+  /** The shard list, rebuilt from the coupon sources at most once per poll interval. */
+  private shardList(): ShardState[] {
+    const now = Date.now();
+    if (!this.listed || now - this.listedAt >= (this.options.pollMs ?? 50)) {
+      this.listed = this.refreshShards();
+      this.listedAt = now;
+    }
+    return this.listed;
+  }
+
   private refreshShards(): ShardState[] {
     const wanted = new Set<string>();
     for (const coupon of [...this.coupons.active(), ...this.discovered.values()]) {
@@ -173,7 +190,7 @@ export class Relay {
   private launch(): number {
     const now = Date.now();
     let next = now + (this.options.idlePollMaxMs ?? 1000);
-    for (const s of this.refreshShards()) {
+    for (const s of this.shardList()) {
       if (s.reading || s.inFlight.size >= 2 * this.options.batch) continue;
       if (s.nextPollAt > now) {
         next = Math.min(next, s.nextPollAt);
