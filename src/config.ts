@@ -71,8 +71,14 @@ export interface Config {
   workers: Set<'relay' | 'settle' | 'sweep' | 'reconcile'>;
   /** SHARDSTOCK_RELAY_BATCH — outbox events read and published per batch. Default 1000. */
   relayBatch: number;
-  /** SHARDSTOCK_SETTLE_BATCH — JetStream messages applied to MySQL per batch. Default 1000. */
+  /** SHARDSTOCK_SETTLE_BATCH — most JetStream messages one settlement transaction applies (under a backlog; at low traffic a message settles as soon as it arrives). Default 2000. */
   settleBatch: number;
+  /** SHARDSTOCK_SETTLE_CONCURRENCY — settlement transactions one instance runs at once, over all coupons. Default 4. */
+  settleConcurrency: number;
+  /** SHARDSTOCK_SETTLE_PER_COUPON — of those, how many may be of one coupon (they overlap their reads and inserts and queue for the coupon row's lock; measured no faster on two shared cores). Default 1. */
+  settlePerCoupon: number;
+  /** SHARDSTOCK_RELAY_IN_FLIGHT — JetStream publishes the relay keeps in flight at once, over all shards. Default 2000. */
+  relayInFlight: number;
   /** SHARDSTOCK_SETTLE_MAX_DELIVER — deliveries of one message before it becomes an anomaly. Default 5. */
   settleMaxDeliver: number;
   /** SHARDSTOCK_RELAY_CLAIM_IDLE_MS — outbox entries another instance took and has not relayed for this long (it died) are taken over. Default 15000. */
@@ -460,7 +466,10 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     ackReplicas: int(env, 'SHARDSTOCK_ACK_REPLICAS', 1, 1, 16),
     workers,
     relayBatch: int(env, 'SHARDSTOCK_RELAY_BATCH', 1000, 1, 10_000),
-    settleBatch: int(env, 'SHARDSTOCK_SETTLE_BATCH', 1000, 1, 10_000),
+    settleBatch: int(env, 'SHARDSTOCK_SETTLE_BATCH', 2000, 1, 10_000),
+    settleConcurrency: int(env, 'SHARDSTOCK_SETTLE_CONCURRENCY', 4, 1, 64),
+    settlePerCoupon: int(env, 'SHARDSTOCK_SETTLE_PER_COUPON', 1, 1, 64),
+    relayInFlight: int(env, 'SHARDSTOCK_RELAY_IN_FLIGHT', 2000, 1, 50_000),
     settleMaxDeliver: int(env, 'SHARDSTOCK_SETTLE_MAX_DELIVER', 5, 1, 100),
     relayClaimIdleMs: int(env, 'SHARDSTOCK_RELAY_CLAIM_IDLE_MS', 15_000, 100, 3_600_000),
     sweepIntervalMs: int(env, 'SHARDSTOCK_SWEEP_INTERVAL_MS', 2000, 50, 600_000),
