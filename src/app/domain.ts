@@ -132,6 +132,8 @@ export function buildDomain(
   const reloader = new ShardReloader(settlement.recovery, (couponId, shards, units) =>
     log.warn({ couponId, shards, units }, 'rebuilt missing shards from MySQL and the events in flight'),
   );
+  const placement = new SlotMapPlacement(() => redis.slots);
+  redis.on('refresh', () => placement.invalidate());
   const admin = new CouponAdmin({
     repo,
     store: guardedStore,
@@ -141,7 +143,7 @@ export function buildDomain(
     reloader,
     defaultShards: config.defaultShards,
     changes,
-    placement: new SlotMapPlacement(() => redis.slots),
+    placement,
     now,
   });
   const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes, now);
