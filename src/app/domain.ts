@@ -32,6 +32,8 @@ import type { Logger } from '../util/logger.js';
 import { ChangeAnnouncer } from '../watch/change-announcer.js';
 import { LevelBus } from '../watch/level-bus.js';
 import { LowStockDetector } from '../watch/low-stock.js';
+import { LevelChecks } from '../watch/level-checks.js';
+import { levelObservers, ShardLevels } from '../watch/shard-levels.js';
 import { WatchService } from '../watch/watch-service.js';
 import { StockEventDetector } from '../watch/stock-events.js';
 import { RedisStockEventMarks } from '../redis/sold-out-marks.js';
@@ -74,16 +76,20 @@ export function buildDomain(
     replicaAck,
     fence,
   });
-  const guardedStore: StockStore = guardErrors(timed(store, metrics.redisDuration, metrics.redisErrors), 'Redis');
+  // Every Deduct, probe and move answer tells the level checks what its shard holds (shard-levels.ts).
+  const shardLevels = new ShardLevels();
+  const guardedStore: StockStore = guardErrors(
+    timed(store, metrics.redisDuration, metrics.redisErrors, levelObservers(shardLevels)),
+    'Redis',
+  );
   const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
   const signals = new NatsStockSignals(nats, config.namespace);
   const catalog = new CouponCatalog(repo);
   const soldOut = new SoldOutCache(config.soldOutTtlMs, signals);
-  // WatchStock and low-stock events: use cases mark coupons changed; one timer announces them over NATS.
+  // WatchStock and the level events: use cases mark coupons changed; one timer announces them over NATS,
+  // then the level checks probe the coupons that may have crossed a threshold (level-checks.ts).
   const levels = new LevelBus(nats, config.namespace, config.instanceId);
   const lowStock = new LowStockDetector({
-    coupon: (id) => catalog.get(id),
-    store: guardedStore,
     marks: new RedisLowStockMarks(redis, config.namespace),
     publish: (event) => {
       levels.publishLowStock(event);
@@ -91,24 +97,27 @@ export function buildDomain(
     },
     global: config.lowStockThreshold,
     overrides: config.lowStockOverrides,
-    onError,
   });
   // Sold-out / back-in-stock events; `admin` is built below (the level reads happen only after announcements).
   const stockEvents = new StockEventDetector({
-    probeAvailable: async (id) =>
-      (await guardedStore.probe(allShards(await catalog.get(id)))).reduce((sum, s) => sum + (s.available ?? 0) + s.inTransit, 0),
     exactLevel: (id) => admin.level(id, false),
     marks: new RedisStockEventMarks(redis, config.namespace),
     publish: (event) => {
       levels.publishStockEvent(event);
       log.info(event, event.kind === 'sold_out' ? 'sold out' : 'back in stock');
     },
+  });
+  const announceMs = Math.max(1, Math.floor(config.watchMinIntervalMs / 2));
+  const levelChecks = new LevelChecks({
+    coupon: (id) => catalog.get(id),
+    peek: (id) => catalog.peek(id),
+    probe: async (coupon) => (await guardedStore.probe(allShards(coupon))).reduce((sum, s) => sum + (s.available ?? 0) + s.inTransit, 0),
+    levels: shardLevels,
+    checks: [lowStock, stockEvents],
     onError,
+    tickMs: announceMs,
   });
-  const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) => {
-    lowStock.check(id, returned);
-    stockEvents.check(id, returned);
-  });
+  const changes = new ChangeAnnouncer(levels, announceMs, (id, returned) => levelChecks.changed(id, returned));
 
   // Settlement (outbox -> JetStream -> MySQL): its in-flight count also tells a shard reload what is still on its way.
   const names = settlementNames(config.namespace);
@@ -176,6 +185,8 @@ export function buildDomain(
     levels,
     lowStock,
     stockEvents,
+    levelChecks,
+    shardLevels,
     changes,
     settlement,
     admin,

@@ -62,6 +62,11 @@ export class CouponCatalog {
     return this.known.get(id) ?? coupon;
   }
 
+  /** The coupon if it is in memory now (no lookup, no refresh): for background work that must not query. */
+  peek(id: string): Coupon | undefined {
+    return this.known.get(id);
+  }
+
   remember(coupon: Coupon): void {
     if (this.known.size > MAX_ENTRIES) {
       this.known.clear();

@@ -16,6 +16,8 @@ export interface AppFigures {
   natsLevelSubscriptions(): number;
   announcements(): number;
   lowStockEvents(): number;
+  levelProbes(): number;
+  levelChecksPending(): number;
 }
 
 export function registerAppMetrics(m: Metrics, f: AppFigures): void {
@@ -62,6 +64,13 @@ export function registerAppMetrics(m: Metrics, f: AppFigures): void {
     'Low-stock events this instance published (once per crossing across all instances)',
     () => f.lowStockEvents(),
   );
+
+  m.counterFrom(
+    'shardstock_level_probes_total',
+    'Shard probes of changed coupons for the low-stock and sold-out checks (bounded per announcement interval)',
+    () => f.levelProbes(),
+  );
+  m.gaugeFrom('shardstock_level_checks_pending', 'Changed coupons waiting for their level-check probe', () => f.levelChecksPending());
 
   const busiest = () => f.watch.busiest(MAX_COUPON_SERIES).filter((b) => b.level !== undefined);
   m.labelledGaugeFrom(
