@@ -1,11 +1,12 @@
 // Decides when a changed coupon's shards are probed for the level checks (low-stock, sold-out) and runs
 // them on one probe. With thousands of coupons changing, probing every changed coupon every announcement
 // would read every shard of every coupon 20 times a second; instead:
-//  - urgent: units came back (Compensate, Restock), the shard levels this instance has seen (shard-levels.ts)
-//    are incomplete, or their sum says a check may have crossed its threshold: probed at the next tick;
+//  - urgent: units came back (Compensate, Restock), or the sum of the shard levels this instance has seen
+//    (shard-levels.ts) says a check may have crossed its threshold: probed at the next tick;
 //  - settle: any other change is probed once, SETTLE_MS after it was first seen, however often the coupon
 //    changes meanwhile. Other instances deduct from the same shards, so the levels seen here can be too high
-//    by what they took; this probe bounds how late a crossing that no estimate saw is caught;
+//    by what they took, and a shard never seen here has no level at all; this probe bounds how late a
+//    crossing that no estimate saw is caught (and teaches this instance every shard's level);
 //  - at most `maxProbesPerTick` probes start per tick (urgent ones first, then settle ones in the order
 //    they fell due), and a coupon has at most one check running; whatever is left waits for the next tick,
 //    so the probe rate is bounded whatever the number of coupons, and nothing is dropped.
@@ -38,7 +39,7 @@ export interface LevelChecksDeps {
 /** How long after a change a coupon nobody suspected of crossing is probed anyway. */
 export const SETTLE_MS = 1000;
 /** Probes started per tick at most (a tick is the announcement interval, 50 ms by default). */
-export const MAX_PROBES_PER_TICK = 32;
+export const MAX_PROBES_PER_TICK = 16;
 
 export class LevelChecks {
   /** Probes started (each reads every shard of one coupon once). */
@@ -115,9 +116,10 @@ export class LevelChecks {
 
   private suspect(couponId: string): boolean {
     const coupon = this.d.peek(couponId);
-    if (!coupon) return true;
+    // Not in memory (evicted): nothing to estimate with; the settle probe looks.
+    if (!coupon) return false;
     const estimate = this.d.levels.estimate(couponId, coupon.shardCount);
-    if (estimate === undefined) return true;
+    if (estimate === undefined) return false;
     for (const c of this.d.checks) if (c.mayCross(coupon, estimate)) return true;
     return false;
   }

@@ -99,9 +99,12 @@ export function levelObservers(levels: ShardLevels): Partial<Record<keyof StockS
       const shard = args[0] as Ref;
       if (r === 'applied') levels.add(shard.couponId, shard.index, args[2] as number);
     },
-    initShard: (args) => {
+    // A shard this instance created (CreateCoupon, a rebuild) holds what it was given; one that existed already
+    // holds what nobody here has seen.
+    initShard: (args, r) => {
       const shard = args[0] as Ref;
-      levels.forget(shard.couponId, shard.index);
+      if (r === true) levels.set(shard.couponId, shard.index, args[1] as number);
+      else levels.forget(shard.couponId, shard.index);
     },
   };
 }
