@@ -64,6 +64,9 @@ export class CallGate {
       this.o.onRefused?.('permission_denied', caller.transport);
       throw new DomainError('permission_denied', `caller ${who.name} (role ${who.role}) may not call ${method}`);
     }
+    // Only rate limits and stream caps count per caller: without them no call pays for parsing its peer.
+    const streaming = this.o.streaming?.has(method) === true;
+    if (!this.buckets && !streaming) return this.enter(caller);
     const identity = who ? `token:${who.name}` : `peer:${peerHost(caller.peer)}`;
     if (this.buckets) {
       const wait = this.buckets.take(identity);
@@ -77,7 +80,12 @@ export class CallGate {
         );
       }
     }
-    if (this.o.streaming?.has(method)) return this.openStream(identity, caller);
+    if (streaming) return this.openStream(identity, caller);
+    return this.enter(caller);
+  }
+
+  /** The in-flight limit (load shedding) of a unary call. */
+  private enter(caller: Caller): () => void {
     if (!this.inFlight) return noop;
     const release = this.inFlight.tryEnter();
     if (!release) {
