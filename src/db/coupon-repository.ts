@@ -80,9 +80,13 @@ export class MikroCouponRepository implements CouponRepository {
   async saleSettings(ids: readonly string[]): Promise<Map<string, SaleSettings>> {
     const out = new Map<string, SaleSettings>();
     if (ids.length === 0) return out;
+    // Plain rows, no entities: thousands of coupons are re-read this way every few seconds.
     const rows = await this.orm.em
       .fork()
-      .find(CouponRow, { id: { $in: [...ids] } }, { fields: ['id', 'saleStartsAt', 'saleEndsAt', 'salePaused', 'saleRevision'] });
+      .createQueryBuilder(CouponRow)
+      .select(['id', 'saleStartsAt', 'saleEndsAt', 'salePaused', 'saleRevision'])
+      .where({ id: { $in: [...ids] } })
+      .execute('all');
     for (const r of rows)
       out.set(r.id, {
         startsAt: r.saleStartsAt == null ? null : Number(r.saleStartsAt),
