@@ -8,9 +8,7 @@ import { Histogram } from './histogram.js';
 import { SUCCESS_BUCKET_MS, type LoadJob, type LoadProgress, type LoadResult } from './load-types.js';
 import { DeductTemplate } from './request-template.js';
 import { grpcJsTransport, rawHttp2Transport, type LoadTransport } from './load-transport.js';
-import { GrpcCode } from '../src/transport/status.js';
-
-const CODE_NAMES = new Map<number, string>(Object.entries(GrpcCode).map(([k, v]) => [v, k]));
+import { statusName } from '../src/protocol/status-codes.js';
 
 let stopRequested = false;
 const MAX_FAILURES_IN_A_ROW = 2_000;
@@ -108,7 +106,7 @@ function run(job: LoadJob): Promise<LoadResult> {
           }
         } else {
           failed++;
-          const name = status < 0 ? 'transport' : (CODE_NAMES.get(status) ?? String(status));
+          const name = status < 0 ? 'transport' : statusName(status);
           errors[name] = (errors[name] ?? 0) + 1;
           firstError ??= `${name}: ${detail ?? ''}`;
           // A server that is gone answers nothing but failures: end the run instead of spinning.

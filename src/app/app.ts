@@ -113,7 +113,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     healthRoute(readiness),
   ];
 
-  const { grpc, http } = await startTransports(config, { handlers, plain, guard, metrics, log, refused });
+  const { grpc, http } = await startTransports(config, { handlers, plain, gate, metrics, log, refused });
   registerConnectionMetrics(metrics, { grpc: grpc.connections, http: http.connections });
   metrics.gaugeFrom(
     'shardstock_streams_open',

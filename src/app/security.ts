@@ -1,11 +1,12 @@
 // Turns the security settings into what the transports and clients take: TLS material read from the
-// configured PEM files, and the call gate (auth, rate limit, in-flight bound) as a guard for each port.
+// configured PEM files, and the call gate (auth, rate limit, in-flight bound) the call chain runs first.
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { type ConnectionOptions, credsAuthenticator, nkeyAuthenticator } from 'nats';
 import type { Config, TlsFiles } from '../config.js';
 import { CallGate, type RefusalReason } from '../access/call-gate.js';
 import { TokenRegistry } from '../access/tokens.js';
+import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
 
 const read = (path: string | undefined) => (path === undefined ? undefined : readFileSync(path));
 
@@ -63,8 +64,13 @@ export function grpcServerCredentials(config: Readonly<Config>): grpc.ServerCred
   );
 }
 
-/** RPCs that stay open as long as the client wants: WatchStock, grpc.health.v1 Watch, server reflection. */
-export const STREAMING_METHODS: ReadonlySet<string> = new Set(['WatchStock', 'Watch', 'ServerReflectionInfo']);
+/** RPCs that stay open as long as the client wants: the service's server-streaming RPCs (WatchStock), taken
+ *  from the descriptor, plus grpc.health.v1 Watch and server reflection. */
+export const STREAMING_METHODS: ReadonlySet<string> = new Set([
+  ...InventoryService.methods.filter((m) => m.methodKind === 'server_streaming').map((m) => m.name),
+  'Watch',
+  'ServerReflectionInfo',
+]);
 
 export function callGate(config: Readonly<Config>, onRefused?: (reason: RefusalReason, transport: string | undefined) => void): CallGate {
   return new CallGate({
@@ -78,15 +84,9 @@ export function callGate(config: Readonly<Config>, onRefused?: (reason: RefusalR
   });
 }
 
-/** The gate as the transports' guard hooks (the live page's plain routes use `http`). */
+/** The gate for the HTTP port's plain routes (the live page); RPCs pass it in the call chain. */
 export function guards(gate: CallGate) {
   return {
-    grpc: (method: string, metadata: grpc.Metadata, peer: string) => {
-      const auth = metadata.get('authorization')[0];
-      return gate.admit(method, { authorization: typeof auth === 'string' ? auth : undefined, peer, transport: 'grpc' });
-    },
-    connect: (method: string, headers: Headers, peer: string) =>
-      gate.admit(method, { authorization: headers.get('authorization') ?? undefined, peer, transport: 'connect' }),
     http: (method: string, authorization: string | undefined, peer: string) =>
       gate.admit(method, { authorization, peer, transport: 'connect' }),
   };

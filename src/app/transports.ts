@@ -1,37 +1,49 @@
-// Opens both ports over the one handler set: gRPC (grpc-js) and HTTP (Connect, plus the plain routes: metrics,
-// the live page, health). If the second cannot open, the first is closed again.
+// Opens both ports over the one call chain: gRPC (grpc-js) and HTTP (Connect, plus the plain routes: metrics,
+// the live page, health). The chain (gate → instrument → handler) is built here once and both ports serve
+// that same object. If the second port cannot open, the first is closed again.
 import { type Config, networkLimits } from '../config.js';
 import type { Metrics } from '../observability/metrics.js';
-import { instrumentHandlers } from '../observability/instrument-handlers.js';
+import { instrumentCalls } from '../observability/instrument-link.js';
+import { type Admission, CallChain } from '../transport/call-chain.js';
 import { inventoryRoutes } from '../transport/connect-routes.js';
 import { grpcNetwork, startGrpcServer, type GrpcServer } from '../transport/grpc-server.js';
 import type { InventoryHandlers } from '../transport/handlers.js';
 import { startHttpServer, type HttpServer, type PlainRoute } from '../transport/http-server.js';
 import type { Logger } from '../util/logger.js';
-import { grpcServerCredentials, type guards } from './security.js';
+import { grpcServerCredentials } from './security.js';
 
 export interface TransportDeps {
   handlers: InventoryHandlers;
   plain: PlainRoute[];
-  guard: ReturnType<typeof guards>;
+  /** The call gate (src/access/call-gate.ts), the chain's first link. */
+  gate: Admission;
   metrics: Metrics;
   log: Logger;
   /** Counts a call or connection refused before it reached a handler. */
   refused(port: 'grpc' | 'http'): (reason: string) => void;
 }
 
-export async function startTransports(config: Readonly<Config>, d: TransportDeps): Promise<{ grpc: GrpcServer; http: HttpServer }> {
-  const { handlers, metrics, log, refused } = d;
-  // Failures are logged by the instrumented handlers, with the call's request ids; not twice.
+/** The one chain both ports serve: every RPC of the proto with a handler in the set is gated and instrumented. */
+export function inventoryChain(d: Pick<TransportDeps, 'handlers' | 'gate' | 'metrics' | 'log'>): CallChain {
+  const instrument = instrumentCalls({ metrics: d.metrics, log: d.log });
+  return new CallChain(d.handlers, { gate: d.gate, links: [instrument.link], onRefused: instrument.refusedBy });
+}
+
+export async function startTransports(
+  config: Readonly<Config>,
+  d: TransportDeps,
+): Promise<{ grpc: GrpcServer; http: HttpServer; chain: CallChain }> {
+  const { log, refused } = d;
+  const chain = inventoryChain(d);
+  // Failures are logged by the chain's instrument link, with the call's request ids; not twice.
   const onUnexpected = () => {};
   const onServerError = (port: string) => (err: Error) => log.warn({ port, err: err.message }, 'listener error');
   let grpc: GrpcServer | undefined;
   let http: HttpServer | undefined;
   try {
-    grpc = await startGrpcServer(config.grpcAddr, instrumentHandlers(handlers, { metrics, transport: 'grpc', log }), {
+    grpc = await startGrpcServer(config.grpcAddr, chain, {
       maxMessageBytes: config.maxMessageBytes,
       onUnexpected,
-      guard: d.guard.grpc,
       credentials: grpcServerCredentials(config),
       network: grpcNetwork(config),
       reflection: config.reflection,
@@ -39,10 +51,7 @@ export async function startTransports(config: Readonly<Config>, d: TransportDeps
       onServerError: onServerError('grpc'),
     });
     http = await startHttpServer(config.httpAddr, {
-      routes: inventoryRoutes(instrumentHandlers(handlers, { metrics, transport: 'connect', log }), {
-        onUnexpected,
-        guard: d.guard.connect,
-      }),
+      routes: inventoryRoutes(chain, { onUnexpected }),
       plain: d.plain,
       maxMessageBytes: config.maxMessageBytes,
       limits: networkLimits(config),
@@ -54,5 +63,5 @@ export async function startTransports(config: Readonly<Config>, d: TransportDeps
     await http?.close(0);
     throw err;
   }
-  return { grpc, http };
+  return { grpc, http, chain };
 }

@@ -3,10 +3,10 @@
 //   user limit, not deducted, reconcile found drift) · 10 + N a gRPC error with status code N
 //   (13 INVALID_ARGUMENT, 14 DEADLINE_EXCEEDED, 15 NOT_FOUND, 16 ALREADY_EXISTS, 19 FAILED_PRECONDITION, 22 UNIMPLEMENTED,
 //   24 UNAVAILABLE, ...).
-import { GrpcCode } from '../transport/status.js';
+import { GrpcCode } from '../protocol/status-codes.js';
 
 /** Status code -> name (UNAVAILABLE ...), without loading grpc-js. */
-export const STATUS_NAMES: Record<number, string> = Object.fromEntries(Object.entries(GrpcCode).map(([k, v]) => [v, k]));
+export const STATUS_NAMES: Readonly<Record<number, string>> = Object.fromEntries(Object.entries(GrpcCode).map(([k, v]) => [v, k]));
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, refused: 3, grpcBase: 10 } as const;
 

@@ -3,14 +3,10 @@
 // the service's answer (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, ...) would be the same answer again.
 // Every retry reuses the call's request id, so a retried Deduct that had in fact been applied is a replay.
 
-/** gRPC status codes the policy looks at (numbers as in @grpc/grpc-js `status`). */
-export const Code = {
-  CANCELLED: 1,
-  DEADLINE_EXCEEDED: 4,
-  RESOURCE_EXHAUSTED: 8,
-  ABORTED: 10,
-  UNAVAILABLE: 14,
-} as const;
+import { GrpcCode } from '../protocol/status-codes.js';
+
+/** gRPC status codes (the shared table, src/protocol/status-codes.ts: the client loads no server module). */
+export const Code = GrpcCode;
 
 export interface RetryPolicy {
   /** Attempts per logical call, the first included; 1 = never retry. Default 10 (with the default backoff,

@@ -1,71 +1,65 @@
-// Connect, gRPC-Web and gRPC-over-HTTP routes for the HTTP port, adapting the same handlers the grpc-js
-// port serves. Domain errors become ConnectErrors through the shared status mapping.
+// Connect, gRPC-Web and gRPC-over-HTTP routes for the HTTP port: connect-es decodes the request, the call
+// chain (call-chain.ts: gate → instrument → handler, the same object the grpc-js port serves) runs it, and a
+// failure leaves as a ConnectError built from the shared status mapping (status.ts).
+import type { DescMethod } from '@bufbuild/protobuf';
 import { type Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
-import type { CallContext, InventoryHandlers } from './handlers.js';
-import { toStatus } from './status.js';
+import { asCallChain, type Call, type CallChain } from './call-chain.js';
+import type { InventoryHandlers } from './handlers.js';
 import { peerKey } from './http-server.js';
 import { parseErrorsAreInvalidArgument } from './parse-errors.js';
+import { toStatus } from './status.js';
 
 export interface ConnectRoutesOptions {
   onUnexpected: (method: string, err: unknown) => void;
-  /** Same contract as GrpcServerOptions.guard: throw to refuse; a returned function runs when the call ends. */
-  guard?: ((method: string, headers: Headers, peer: string) => (() => void) | undefined) | undefined;
 }
 
-/** The transport-free call context: the abort signal and the client's x-request-id. */
-function callContext(ctx: HandlerContext): CallContext {
-  return { signal: ctx.signal, requestId: ctx.requestHeader.get('x-request-id') ?? undefined };
+/** The chain's Call for a Connect call: connect-es already aborts ctx.signal on cancel and timeout. */
+function connectCall(ctx: HandlerContext): Call {
+  const headers = ctx.requestHeader;
+  return {
+    transport: 'connect',
+    signal: ctx.signal,
+    requestId: headers.get('x-request-id') ?? undefined,
+    authorization: headers.get('authorization') ?? undefined,
+    peer: ctx.values.get(peerKey),
+  };
 }
 
-/** Method names come from the service descriptor, as grpc-server.ts takes them. */
-const M = InventoryService.method;
+type AnyImpl = Record<string, (req: unknown, ctx: HandlerContext) => unknown>;
 
-export function inventoryRoutes(handlers: InventoryHandlers, options: ConnectRoutesOptions) {
-  const fail = (method: string, err: unknown): ConnectError => {
+/** Serves the call chain (or a bare handler set, which gets a chain without gate). */
+export function inventoryRoutes(handlers: CallChain | Partial<InventoryHandlers>, options: ConnectRoutesOptions) {
+  const chain = asCallChain(handlers);
+  const fail = (method: DescMethod, err: unknown): ConnectError => {
     const s = toStatus(err);
-    if (s.unexpected) options.onUnexpected(method, s.unexpected);
+    if (s.unexpected) options.onUnexpected(method.name, s.unexpected);
     return new ConnectError(s.message, s.code as Code, s.metadata ? new Headers(s.metadata) : undefined);
   };
-  // Runs one handler call with the guard in front and the shared error mapping behind.
-  const call = async <T>(method: string, ctx: HandlerContext, run: () => Promise<T>): Promise<T> => {
-    let release: (() => void) | undefined;
-    try {
-      release = options.guard?.(method, ctx.requestHeader, ctx.values.get(peerKey));
-      return await run();
-    } catch (err) {
-      throw fail(method, err);
-    } finally {
-      if (release) release();
+  const impl: AnyImpl = {};
+  for (const method of chain.methods) {
+    if (method.methodKind === 'unary') {
+      const step = chain.unary(method);
+      impl[method.localName] = async (req, ctx) => {
+        try {
+          return await step(req, connectCall(ctx));
+        } catch (err) {
+          throw fail(method, err);
+        }
+      };
+    } else if (method.methodKind === 'server_streaming') {
+      const step = chain.stream(method);
+      impl[method.localName] = async function* (req, ctx) {
+        try {
+          yield* step(req, connectCall(ctx));
+        } catch (err) {
+          if (!ctx.signal.aborted) throw fail(method, err);
+        }
+      };
     }
-  };
-  const impl: ServiceImpl<typeof InventoryService> = {
-    createCoupon: (req, ctx) => call(M.createCoupon.name, ctx, () => handlers.createCoupon(req, callContext(ctx))),
-    getStock: (req, ctx) => call(M.getStock.name, ctx, () => handlers.getStock(req, callContext(ctx))),
-    restock: (req, ctx) => call(M.restock.name, ctx, () => handlers.restock(req, callContext(ctx))),
-    deduct: (req, ctx) => call(M.deduct.name, ctx, () => handlers.deduct(req, callContext(ctx))),
-    compensate: (req, ctx) => call(M.compensate.name, ctx, () => handlers.compensate(req, callContext(ctx))),
-    reconcile: (req, ctx) => call(M.reconcile.name, ctx, () => handlers.reconcile(req, callContext(ctx))),
-    setSaleWindow: (req, ctx) => call(M.setSaleWindow.name, ctx, () => handlers.setSaleWindow(req, callContext(ctx))),
-    pauseSale: (req, ctx) => call(M.pauseSale.name, ctx, () => handlers.pauseSale(req, callContext(ctx))),
-    resumeSale: (req, ctx) => call(M.resumeSale.name, ctx, () => handlers.resumeSale(req, callContext(ctx))),
-    getDeduction: (req, ctx) => call(M.getDeduction.name, ctx, () => handlers.getDeduction(req, callContext(ctx))),
-    listLedger: (req, ctx) => call(M.listLedger.name, ctx, () => handlers.listLedger(req, callContext(ctx))),
-    listAnomalies: (req, ctx) => call(M.listAnomalies.name, ctx, () => handlers.listAnomalies(req, callContext(ctx))),
-    async *watchStock(req, ctx) {
-      let release: (() => void) | undefined;
-      try {
-        release = options.guard?.(M.watchStock.name, ctx.requestHeader, ctx.values.get(peerKey));
-        yield* handlers.watchStock(req, callContext(ctx));
-      } catch (err) {
-        if (!ctx.signal.aborted) throw fail(M.watchStock.name, err);
-      } finally {
-        if (release) release();
-      }
-    },
-  };
+  }
   return (router: ConnectRouter) => {
-    router.service(InventoryService, impl);
+    router.service(InventoryService, impl as unknown as ServiceImpl<typeof InventoryService>);
     parseErrorsAreInvalidArgument(router.handlers);
   };
 }

@@ -6,9 +6,10 @@ import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
 import { InventoryService } from '../gen/inventory/v1/inventory_pb.js';
 import { serviceDefinition } from '../protocol/grpc-service-definition.js';
-import type { CallContext, InventoryHandlers } from './handlers.js';
+import { type Admission, asCallChain, type Call, type CallChain } from './call-chain.js';
+import type { InventoryHandlers } from './handlers.js';
 import { reflectionRoot } from './reflection.js';
-import { GrpcCode, toStatus } from './status.js';
+import { GrpcCode, type RpcStatus, toStatus } from './status.js';
 import { DomainError } from '../domain/errors.js';
 import { type Config, loadConfig, networkLimits } from '../config.js';
 import type { NetworkLimits } from './connection-timers.js';
@@ -18,10 +19,6 @@ import { listen, type ListenerStats } from './listener.js';
 export interface GrpcServerOptions {
   maxMessageBytes: number;
   onUnexpected: (method: string, err: unknown) => void;
-  /** Optional hook in front of every call (auth, rate limits, load shedding); throws a DomainError to refuse.
-   * `peer` is the caller's address; a returned function is called once the call is finished. It also guards
-   * the health Watch stream and reflection (the health Check stays open: probes carry no token). */
-  guard?: ((method: string, metadata: grpc.Metadata, peer: string) => (() => void) | undefined) | undefined;
   /** TLS / mTLS; default plaintext. */
   credentials?: grpc.ServerCredentials | undefined;
   /** Connection limits and grpc-js keepalive / age; default loadConfig's defaults. */
@@ -50,10 +47,9 @@ export function grpcNetwork(c: Readonly<Config>): GrpcNetwork {
   };
 }
 
-/** Aborts when the call is cancelled or its deadline passes. */
-function callContext(
-  call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>,
-): CallContext & { done(): void } {
+/** The chain's Call for a grpc-js call: aborts when the call is cancelled or its deadline passes. The caller
+ * (authorization, peer) is read only if the gate asks. */
+function grpcCall(call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>): Call & { done(): void } {
   const ac = new AbortController();
   const onCancel = () => ac.abort();
   call.once('cancelled', onCancel);
@@ -67,8 +63,15 @@ function callContext(
   }
   const rid = call.metadata.get('x-request-id')[0];
   return {
+    transport: 'grpc',
     signal: ac.signal,
     requestId: rid === undefined ? undefined : String(rid),
+    get authorization() {
+      return metadataString(call.metadata, 'authorization');
+    },
+    get peer() {
+      return call.getPeer();
+    },
     done() {
       if (timer) clearTimeout(timer);
       call.removeListener('cancelled', onCancel);
@@ -76,14 +79,25 @@ function callContext(
   };
 }
 
-function methodHandler(method: DescMethod, handlers: InventoryHandlers, options: GrpcServerOptions): grpc.UntypedHandleCall {
-  const name = method.localName as keyof InventoryHandlers;
+function metadataString(metadata: grpc.Metadata, key: string): string | undefined {
+  const v = metadata.get(key)[0];
+  return typeof v === 'string' ? v : undefined;
+}
+
+/** The shared status (status.ts) as grpc-js sends it: code, details and trailers (retry-after-ms). */
+function grpcError(s: RpcStatus): grpc.ServerErrorResponse {
+  const metadata = new grpc.Metadata();
+  for (const [k, v] of Object.entries(s.metadata ?? {})) metadata.set(k, v);
+  return Object.assign(new Error(s.message), { code: s.code, details: s.message, metadata });
+}
+
+/** The port is decode → chain → encode: the request arrives as bytes (serverDefinition), is decoded here, and
+ * everything between (gate, instrumentation, handler) is the chain's. */
+function methodHandler(method: DescMethod, chain: CallChain, options: GrpcServerOptions): grpc.UntypedHandleCall {
   const fail = (err: unknown): grpc.ServerErrorResponse => {
     const s = toStatus(err);
     if (s.unexpected) options.onUnexpected(method.name, s.unexpected);
-    const metadata = new grpc.Metadata();
-    for (const [k, v] of Object.entries(s.metadata ?? {})) metadata.set(k, v);
-    return Object.assign(new Error(s.message), { code: s.code, details: s.message, metadata });
+    return grpcError(s);
   };
   // grpc-js answers a request its deserializer throws on with INTERNAL; the bytes arrive undecoded instead
   // (serverDefinition) and a malformed message is the caller's fault: INVALID_ARGUMENT.
@@ -95,46 +109,37 @@ function methodHandler(method: DescMethod, handlers: InventoryHandlers, options:
     }
   };
   if (method.methodKind === 'unary') {
-    const h = handlers[name] as (req: unknown, ctx: CallContext) => Promise<unknown>;
-    return (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-      const ctx = callContext(call);
-      if (ctx.signal.aborted) {
-        ctx.done();
-        callback({ code: GrpcCode.DEADLINE_EXCEEDED, details: 'deadline exceeded before the call started' } as grpc.ServiceError);
+    const step = chain.unary(method);
+    const run = async (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      const c = grpcCall(call);
+      let res: unknown;
+      try {
+        res = await step(decode(call.request), c);
+      } catch (err) {
+        c.done();
+        callback(fail(err));
         return;
       }
-      let release: (() => void) | undefined;
-      Promise.resolve()
-        .then(() => (release = options.guard?.(method.name, call.metadata, call.getPeer())))
-        .then(() => h(decode(call.request), ctx))
-        .then(
-          (res) => callback(null, res),
-          (err) => callback(fail(err)),
-        )
-        .finally(() => {
-          ctx.done();
-          if (release) release();
-        });
+      c.done();
+      callback(null, res);
     };
+    return (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => void run(call, callback);
   }
-  const h = handlers[name] as (req: unknown, ctx: CallContext) => AsyncIterable<unknown>;
+  const step = chain.stream(method);
   return async (call: grpc.ServerWritableStream<unknown, unknown>) => {
-    const ctx = callContext(call);
-    let release: (() => void) | undefined;
+    const c = grpcCall(call);
     try {
-      release = options.guard?.(method.name, call.metadata, call.getPeer());
-      for await (const msg of h(decode(call.request), ctx)) {
-        if (ctx.signal.aborted) break;
+      for await (const msg of step(decode(call.request), c)) {
+        if (c.signal.aborted) break;
         // Slow readers: wait for the socket to drain instead of queueing without bound.
-        if (!call.write(msg)) await drained(call, ctx.signal);
+        if (!call.write(msg)) await drained(call, c.signal);
       }
-      if (!ctx.signal.aborted) call.end();
+      if (!c.signal.aborted) call.end();
     } catch (err) {
       // emit('error') is how grpc-js ends a server stream with a status; destroy() never sends one (the client hangs).
-      if (!ctx.signal.aborted) call.emit('error', fail(err));
+      if (!c.signal.aborted) call.emit('error', fail(err));
     } finally {
-      ctx.done();
-      if (release) release();
+      c.done();
     }
   };
 }
@@ -168,19 +173,26 @@ export interface GrpcServer {
   health: HealthImplementation;
   port: number;
   connections: ListenerStats;
+  /** The chain every InventoryService call goes through (the same object the HTTP port serves). */
+  chain: CallChain;
   /** Stops accepting connections (the server's own shutdown then ends the sessions). */
   stopListening(): Promise<void>;
 }
 
 const HEALTH_CHECK = '/grpc.health.v1.Health/Check';
 
-/** In front of every call: health Watch and reflection pass the guard (InventoryService calls pass it in
- * methodHandler), and a call whose request has not arrived in full within the request timeout is cancelled. */
-function frontInterceptor(options: GrpcServerOptions, requestTimeoutMs: number, watch: GrpcConnectionWatch): grpc.ServerInterceptor {
+/** In front of every call: health Watch and reflection pass the chain's gate (InventoryService calls pass it
+ * in the chain), and a call whose request has not arrived in full within the request timeout is cancelled. */
+function frontInterceptor(
+  gate: Admission | undefined,
+  options: GrpcServerOptions,
+  requestTimeoutMs: number,
+  watch: GrpcConnectionWatch,
+): grpc.ServerInterceptor {
   const inventory = `/${InventoryService.typeName}/`;
   return (desc, call) => {
     const method = desc.path.slice(desc.path.lastIndexOf('/') + 1);
-    const guarded = options.guard !== undefined && !desc.path.startsWith(inventory) && desc.path !== HEALTH_CHECK;
+    const guarded = gate !== undefined && !desc.path.startsWith(inventory) && desc.path !== HEALTH_CHECK;
     let timer: NodeJS.Timeout | undefined;
     let release: (() => void) | undefined;
     const info = call.getConnectionInfo();
@@ -209,12 +221,14 @@ function frontInterceptor(options: GrpcServerOptions, requestTimeoutMs: number, 
           onReceiveMetadata(metadata, nextMetadata) {
             if (guarded) {
               try {
-                release = options.guard!(method, metadata, call.getPeer()) ?? undefined;
+                release = gate!.admit(method, {
+                  authorization: metadataString(metadata, 'authorization'),
+                  peer: call.getPeer(),
+                  transport: 'grpc',
+                });
               } catch (err) {
                 const s = toStatus(err);
-                const md = new grpc.Metadata();
-                for (const [k, v] of Object.entries(s.metadata ?? {})) md.set(k, v);
-                refuse(s.code, s.message, md);
+                refuse(s.code, s.message, grpcError(s).metadata);
                 return;
               }
             }
@@ -246,7 +260,13 @@ async function certificateLoaded(credentials: grpc.ServerCredentials, timeoutMs 
   }
 }
 
-export async function startGrpcServer(addr: string, handlers: InventoryHandlers, options: GrpcServerOptions): Promise<GrpcServer> {
+/** Serves the call chain (or a bare handler set, which gets a chain without gate) on `addr`. */
+export async function startGrpcServer(
+  addr: string,
+  handlers: CallChain | Partial<InventoryHandlers>,
+  options: GrpcServerOptions,
+): Promise<GrpcServer> {
+  const chain = asCallChain(handlers);
   const net = options.network ?? grpcNetwork(loadConfig({}));
   const watch = new GrpcConnectionWatch(net.headersTimeoutMs, net.idleTimeoutMs, options.onRefused ?? (() => {}));
   const server = new grpc.Server({
@@ -257,10 +277,10 @@ export async function startGrpcServer(addr: string, handlers: InventoryHandlers,
     'grpc.max_connection_idle_ms': net.idleTimeoutMs,
     'grpc.max_connection_age_ms': net.maxConnectionAgeMs,
     'grpc.max_connection_age_grace_ms': net.maxConnectionAgeGraceMs,
-    interceptors: [frontInterceptor(options, net.requestTimeoutMs, watch)],
+    interceptors: [frontInterceptor(chain.gate, options, net.requestTimeoutMs, watch)],
   });
   const impl: grpc.UntypedServiceImplementation = {};
-  for (const m of InventoryService.methods) impl[m.localName] = methodHandler(m, handlers, options);
+  for (const m of chain.methods) impl[m.localName] = methodHandler(m, chain, options);
   server.addService(serverDefinition(InventoryService), impl);
 
   // '' and the service name follow readiness (app.ts); LIVENESS_SERVICE is SERVING for as long as the process
@@ -307,5 +327,5 @@ export async function startGrpcServer(addr: string, handlers: InventoryHandlers,
     forceShutdown();
     listener.destroyAll();
   };
-  return { server, health, port: listener.port, connections: listener.stats, stopListening: () => listener.close() };
+  return { server, health, port: listener.port, connections: listener.stats, chain, stopListening: () => listener.close() };
 }

@@ -1,13 +1,16 @@
 // The one set of RPC handlers behind both ports: proto message in, converted to the domain's input (model.ts),
-// domain call, proto message out. No transport types here; src/transport/grpc-server.ts and connect-routes.ts adapt these to grpc-js and Connect.
+// domain call, proto message out. No transport types here: call-chain.ts puts the gate and the instrumentation
+// in front of them, and grpc-server.ts and connect-routes.ts serve that chain over grpc-js and Connect.
 import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
   CompensateOutcome,
+  CompensateOutcomeSchema,
   CompensateResponseSchema,
   CouponSchema,
   CreateCouponResponseSchema,
   DeductOutcome,
+  DeductOutcomeSchema,
   DeductResponseSchema,
   GetStockResponseSchema,
   ReconcileResponseSchema,
@@ -48,6 +51,7 @@ import {
   type ListLedgerResponse,
 } from '../gen/inventory/v1/inventory_pb.js';
 import type { AuditService } from '../audit/audit-service.js';
+import { enumValuesByName } from '../protocol/enum-names.js';
 import { anomalyMessage, deductionMessage, ledgerEntryMessage, ledgerKinds } from './audit-messages.js';
 import { saleView, type CouponAdmin } from '../domain/admin.js';
 import type { SaleSettings, StockLevel } from '../domain/model.js';
@@ -65,6 +69,8 @@ export interface CallContext {
   requestId?: string | undefined;
 }
 
+/** One method per RPC, named as the descriptor's localName. A new RPC needs only its method here (and in
+ *  createHandlers): the call chain gates and instruments every RPC of the proto that has a handler. */
 export interface InventoryHandlers {
   createCoupon(req: CreateCouponRequest, ctx: CallContext): Promise<CreateCouponResponse>;
   getStock(req: GetStockRequest, ctx: CallContext): Promise<GetStockResponse>;
@@ -91,21 +97,13 @@ export interface HandlerDeps {
   audit?: AuditService | undefined;
 }
 
-const DEDUCT_OUTCOMES: Record<DomainDeductOutcome, DeductOutcome> = {
-  deducted: DeductOutcome.DEDUCTED,
-  sold_out: DeductOutcome.SOLD_OUT,
-  insufficient: DeductOutcome.INSUFFICIENT,
-  user_limit_exceeded: DeductOutcome.USER_LIMIT_EXCEEDED,
-  not_started: DeductOutcome.NOT_STARTED,
-  ended: DeductOutcome.ENDED,
-  sale_paused: DeductOutcome.SALE_PAUSED,
-};
-
-const COMPENSATE_OUTCOMES: Record<DomainCompensateOutcome, CompensateOutcome> = {
-  compensated: CompensateOutcome.COMPENSATED,
-  already_compensated: CompensateOutcome.ALREADY_COMPENSATED,
-  not_deducted: CompensateOutcome.NOT_DEDUCTED,
-};
+// Domain outcomes are named as the proto's enum values (protocol/enum-names.ts); the typing makes a domain
+// outcome the proto lacks a compile error.
+const DEDUCT_OUTCOMES = enumValuesByName(DeductOutcomeSchema, DeductOutcome) satisfies Record<DomainDeductOutcome, DeductOutcome>;
+const COMPENSATE_OUTCOMES = enumValuesByName(CompensateOutcomeSchema, CompensateOutcome) satisfies Record<
+  DomainCompensateOutcome,
+  CompensateOutcome
+>;
 
 export function levelMessage(l: StockLevel): StockLevelMsg {
   return create(StockLevelSchema, {

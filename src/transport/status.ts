@@ -1,27 +1,10 @@
-// The one mapping from domain failures to gRPC status codes, used by both transports (Connect's Code enum
-// has the same numbers). Causes are logged, never sent: a client sees the domain message only.
+// The one mapping from domain failures to gRPC status, used by both ports (grpc-server.ts renders it as a
+// grpc-js error with trailers, connect-routes.ts as a ConnectError; Connect's Code enum has the same
+// numbers). Causes are logged, never sent: a client sees the domain message only.
 import { DomainError, type ErrorKind } from '../domain/errors.js';
+import { GrpcCode } from '../protocol/status-codes.js';
 
-/** gRPC status codes (identical in @grpc/grpc-js `status` and @connectrpc/connect `Code`). */
-export const GrpcCode = {
-  OK: 0,
-  CANCELLED: 1,
-  UNKNOWN: 2,
-  INVALID_ARGUMENT: 3,
-  DEADLINE_EXCEEDED: 4,
-  NOT_FOUND: 5,
-  ALREADY_EXISTS: 6,
-  PERMISSION_DENIED: 7,
-  RESOURCE_EXHAUSTED: 8,
-  FAILED_PRECONDITION: 9,
-  ABORTED: 10,
-  OUT_OF_RANGE: 11,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-  DATA_LOSS: 15,
-  UNAUTHENTICATED: 16,
-} as const;
+export { codeName, GrpcCode } from '../protocol/status-codes.js';
 
 const BY_KIND: Record<ErrorKind, number> = {
   invalid_argument: GrpcCode.INVALID_ARGUMENT,

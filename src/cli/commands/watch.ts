@@ -1,6 +1,6 @@
 // shardstock watch: a live view of one coupon's level from the WatchStock stream. A server that does not
 // serve WatchStock yet (UNIMPLEMENTED) is watched by polling GetStock instead, with a note on stderr.
-import { GrpcCode } from '../../transport/status.js';
+import { GrpcCode } from '../../protocol/status-codes.js';
 import type { RunFn } from '../command.js';
 import { fromGrpcError, grpcCodeOf } from '../errors.js';
 import { println, type Io, type Out } from '../io.js';
