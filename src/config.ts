@@ -47,6 +47,10 @@ export interface Config {
   relayBatch: number;
   /** SHARDSTOCK_SETTLE_BATCH — JetStream messages applied to MySQL per batch. Default 1000. */
   settleBatch: number;
+  /** SHARDSTOCK_SETTLE_CONCURRENCY — settlement transactions running at once, each for a different coupon (one coupon's are serial). Default 4. */
+  settleConcurrency: number;
+  /** SHARDSTOCK_RELAY_IN_FLIGHT — JetStream publishes the relay keeps in flight at once, over all shards. Default 2000. */
+  relayInFlight: number;
   /** SHARDSTOCK_SETTLE_MAX_DELIVER — deliveries of one message before it becomes an anomaly. Default 5. */
   settleMaxDeliver: number;
   /** SHARDSTOCK_RELAY_CLAIM_IDLE_MS — outbox entries another instance took and has not relayed for this long (it died) are taken over. Default 15000. */
@@ -416,6 +420,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     workers,
     relayBatch: int(env, 'SHARDSTOCK_RELAY_BATCH', 1000, 1, 10_000),
     settleBatch: int(env, 'SHARDSTOCK_SETTLE_BATCH', 1000, 1, 10_000),
+    settleConcurrency: int(env, 'SHARDSTOCK_SETTLE_CONCURRENCY', 4, 1, 64),
+    relayInFlight: int(env, 'SHARDSTOCK_RELAY_IN_FLIGHT', 2000, 1, 50_000),
     settleMaxDeliver: int(env, 'SHARDSTOCK_SETTLE_MAX_DELIVER', 5, 1, 100),
     relayClaimIdleMs: int(env, 'SHARDSTOCK_RELAY_CLAIM_IDLE_MS', 15_000, 100, 3_600_000),
     sweepIntervalMs: int(env, 'SHARDSTOCK_SWEEP_INTERVAL_MS', 2000, 50, 600_000),

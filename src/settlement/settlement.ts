@@ -53,6 +53,8 @@ export type SettlementOptions = Pick<
   | 'idempotencyWindowS'
   | 'workers'
   | 'settleBatch'
+  | 'settleConcurrency'
+  | 'relayInFlight'
   | 'settleMaxDeliver'
   | 'relayBatch'
   | 'relayClaimIdleMs'
@@ -124,7 +126,12 @@ export class Settlement {
         this.d.publisher,
         { active: w.activeCoupons, discover: () => this.discover() },
         this.stats.relay,
-        { batch: config.relayBatch, claimIdleMs: config.relayClaimIdleMs, sweepIntervalMs: config.sweepIntervalMs },
+        {
+          batch: config.relayBatch,
+          inFlight: config.relayInFlight,
+          claimIdleMs: config.relayClaimIdleMs,
+          sweepIntervalMs: config.sweepIntervalMs,
+        },
         log,
       ).start();
     }
@@ -140,7 +147,7 @@ export class Settlement {
           stats: this.stats.settle,
           log,
         },
-        { batch: config.settleBatch, maxDeliver: config.settleMaxDeliver },
+        { batch: config.settleBatch, maxDeliver: config.settleMaxDeliver, concurrency: config.settleConcurrency },
       ).start();
       const repair = new OrphanRepair(this.d.nats, this.names, this.settler, config.settleMaxDeliver, log);
       this.periodic.push(

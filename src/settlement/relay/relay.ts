@@ -1,7 +1,12 @@
-// Relay: Redis outbox streams -> JetStream. Each pass reads the shards it looks after through the `relay`
-// consumer group, publishes the events concurrently (message id = event id, so JetStream drops a repeat), and
-// only after JetStream acknowledged an event removes it from the outbox. A publish that failed stays in this
-// consumer's pending list and is retried; entries a dead instance had taken are claimed after claimIdleMs.
+// Relay: Redis outbox streams -> JetStream. It reads the shards it looks after through the `relay` consumer
+// group, publishes the events (message id = event id, so JetStream drops a repeat), and only after JetStream
+// acknowledged an event removes it from the outbox. A publish that failed stays in this consumer's pending
+// list and is retried; entries a dead instance had taken are claimed after claimIdleMs.
+//
+// Pipelined: reads, publishes and removals of different shards overlap, and a shard is read again as soon as
+// its previous read is handed to the publish window (up to `batch` of its entries in flight), not after the
+// slowest PubAck of a whole pass. One window of `inFlight` publishes is shared by all shards. A shard with a
+// backlog is read again at once; only a shard that had nothing waits (its poll interval).
 //
 // Which shards: those of coupons this instance serves (the catalog), plus coupons found by a slower walk over
 // MySQL whose outboxes are not empty (a crashed instance's coupons that no live instance served yet).
@@ -28,9 +33,11 @@ export interface CouponSource {
 }
 
 export interface RelayOptions {
-  /** Entries read per shard per pass, and publishes in flight at once. */
+  /** Entries read per shard per read; also the most of one shard's entries in flight. */
   batch: number;
-  /** Sleep between passes that found nothing. Default 50 ms. */
+  /** Publishes in flight at once over all shards. Default 2 × batch. */
+  inFlight?: number;
+  /** Poll interval of a shard that had nothing to relay, doubling while it stays empty. Default 50 ms. */
   pollMs?: number;
   /** An idle shard is polled less and less often, down to once per this. Default 1000 ms. */
   idlePollMaxMs?: number;
@@ -48,6 +55,17 @@ interface ShardState {
   dirty: boolean;
   idleStreak: number;
   nextPollAt: number;
+  /** A read of this shard is running. */
+  reading: boolean;
+  /** Stream ids of this shard handed to the publish window and not removed yet. */
+  inFlight: Set<string>;
+}
+
+interface Job {
+  s: ShardState;
+  entry: OutboxEntry;
+  ok: boolean;
+  done: () => void;
 }
 
 const encoder = new TextEncoder();
@@ -60,6 +78,14 @@ export class Relay {
   private lastSweep = 0;
   private sweeps = 0;
   private discoverDue = true;
+  /** Publishes waiting for a place in the window, and how many are in flight. */
+  private readonly queue: Job[] = [];
+  private queueHead = 0;
+  private publishing = 0;
+  /** Reads and chunks (read -> publish -> remove) still running. */
+  private readonly work = new Set<Promise<void>>();
+  private wakeLoop: (() => void) | undefined;
+  private failures = 0;
 
   constructor(
     private readonly outbox: OutboxStreams,
@@ -76,26 +102,55 @@ export class Relay {
   }
 
   stop(): Promise<void> {
+    this.wakeLoop?.();
     return this.state.stop();
   }
 
+  private get window(): number {
+    return this.options.inFlight ?? this.options.batch * 2;
+  }
+
   private async run(): Promise<void> {
-    let failures = 0;
-    while (this.state.running) {
-      try {
-        if (Date.now() - this.lastSweep >= this.options.sweepIntervalMs) {
-          this.lastSweep = Date.now();
-          await this.sweep();
+    try {
+      while (this.state.running) {
+        try {
+          if (Date.now() - this.lastSweep >= this.options.sweepIntervalMs) {
+            this.lastSweep = Date.now();
+            await this.sweep();
+          }
+          const next = this.launch();
+          // Woken by any read or chunk finishing (a shard may be read again at once), or at the next poll.
+          await this.nap(next);
+        } catch (err) {
+          this.failures++;
+          this.log?.warn({ err: (err as Error)?.message }, 'relay pass failed');
+          await this.state.pause(Math.min(5000, 100 * 2 ** this.failures));
         }
-        const n = await this.pass();
-        failures = 0;
-        if (n === 0) await this.state.pause(this.options.pollMs ?? 50);
-      } catch (err) {
-        failures++;
-        this.log?.warn({ err: (err as Error)?.message }, 'relay pass failed');
-        await this.state.pause(Math.min(5000, 100 * 2 ** failures));
       }
+    } finally {
+      while (this.work.size > 0) await Promise.allSettled([...this.work]);
     }
+  }
+
+  private nap(untilMs: number): Promise<void> {
+    const ms = Math.max(1, Math.min(untilMs - Date.now(), this.options.pollMs ?? 50, this.options.sweepIntervalMs));
+    return new Promise<void>((resolve) => {
+      const finish = () => {
+        clearTimeout(t);
+        this.wakeLoop = undefined;
+        resolve();
+      };
+      const t = setTimeout(finish, ms);
+      this.wakeLoop = finish;
+    });
+  }
+
+  private track(p: Promise<void>): void {
+    this.work.add(p);
+    void p.finally(() => {
+      this.work.delete(p);
+      this.wakeLoop?.();
+    });
   }
 
   private refreshShards(): ShardState[] {
@@ -104,68 +159,123 @@ export class Relay {
       for (const ref of allShards(coupon)) {
         const k = `${ref.couponId}#${ref.index}`;
         wanted.add(k);
-        if (!this.shards.has(k)) this.shards.set(k, { ref, dirty: false, idleStreak: 0, nextPollAt: 0 });
+        if (!this.shards.has(k))
+          this.shards.set(k, { ref, dirty: false, idleStreak: 0, nextPollAt: 0, reading: false, inFlight: new Set() });
       }
     }
     for (const k of this.shards.keys()) if (!wanted.has(k)) this.shards.delete(k);
     return [...this.shards.values()];
   }
 
-  /** One round over the shards that are due; returns how many entries were relayed. */
-  async pass(): Promise<number> {
+  /** Starts a read of every shard that is due, not being read and not full; returns when the next idle shard
+   * is due. Nothing new is read while the window's queue is already full. */
+  private launch(): number {
     const now = Date.now();
-    const due = this.refreshShards().filter((s) => s.nextPollAt <= now);
-    const batch = this.options.batch;
-    const read = await Promise.all(
-      due.map(async (s) => {
-        const own = s.dirty ? await this.outbox.read(s.ref, batch, true) : [];
-        const fresh = await this.outbox.read(s.ref, batch);
-        if (s.dirty && own.length < batch) s.dirty = false;
-        const entries = dedupe([...own, ...fresh]);
-        if (entries.length === 0) {
-          s.idleStreak++;
-          s.nextPollAt = now + Math.min((this.options.pollMs ?? 50) * 2 ** s.idleStreak, this.options.idlePollMaxMs ?? 1000);
-        } else {
-          s.idleStreak = 0;
-          s.nextPollAt = 0;
-        }
-        return { s, entries };
-      }),
-    );
-    return this.relay(read.filter((r) => r.entries.length > 0));
+    let next = now + (this.options.idlePollMaxMs ?? 1000);
+    for (const s of this.refreshShards()) {
+      if (s.reading || s.inFlight.size >= 2 * this.options.batch) continue;
+      if (s.nextPollAt > now) {
+        next = Math.min(next, s.nextPollAt);
+        continue;
+      }
+      if (this.queue.length - this.queueHead >= this.window) break;
+      s.reading = true;
+      this.track(this.readShard(s, now));
+    }
+    return next;
   }
 
-  /** Publishes and, per shard, removes what JetStream stored. */
-  private async relay(work: { s: ShardState; entries: OutboxEntry[] }[]): Promise<number> {
-    const jobs = work.flatMap(({ s, entries }) => entries.map((entry) => ({ s, entry, ok: false })));
-    // A window of `batch` publishes in flight at all times (not batch after batch: no stall on the slowest ack).
-    let next = 0;
-    const publisher = async () => {
-      for (let job = jobs[next++]; job; job = jobs[next++]) {
-        try {
-          const r = await this.publish(job.s.ref, job.entry);
+  /** Reads one shard and hands what it got to the publish window; the removal follows the PubAcks. */
+  private async readShard(s: ShardState, now: number): Promise<void> {
+    let entries: OutboxEntry[];
+    const batch = this.options.batch;
+    try {
+      // Only with nothing of the shard in flight is its pending list exactly the entries that failed.
+      const own = s.dirty && s.inFlight.size === 0 ? await this.outbox.read(s.ref, batch, true) : [];
+      const fresh = await this.outbox.read(s.ref, batch);
+      if (s.dirty && s.inFlight.size === 0 && own.length < batch) s.dirty = false;
+      entries = dedupe([...own, ...fresh]).filter((e) => !s.inFlight.has(e.streamId));
+      this.failures = 0;
+    } catch (err) {
+      this.failures++;
+      s.nextPollAt = Date.now() + Math.min(5000, 100 * 2 ** this.failures);
+      this.log?.warn({ err: (err as Error)?.message, shard: s.ref.index, couponId: s.ref.couponId }, 'relay: outbox read failed');
+      return;
+    } finally {
+      s.reading = false;
+    }
+    if (entries.length === 0) {
+      s.idleStreak++;
+      s.nextPollAt = now + Math.min((this.options.pollMs ?? 50) * 2 ** s.idleStreak, this.options.idlePollMaxMs ?? 1000);
+      return;
+    }
+    s.idleStreak = 0;
+    s.nextPollAt = 0;
+    this.track(this.relay(s, entries).then(() => {}));
+  }
+
+  /** Publishes one shard's entries through the window and removes those JetStream stored; returns how many. */
+  private async relay(s: ShardState, entries: OutboxEntry[]): Promise<number> {
+    if (entries.length === 0) return 0;
+    for (const e of entries) s.inFlight.add(e.streamId);
+    const jobs = await new Promise<Job[]>((resolve) => {
+      let left = entries.length;
+      const all: Job[] = [];
+      const done = () => {
+        if (--left === 0) resolve(all);
+      };
+      for (const entry of entries) {
+        const job = { s, entry, ok: false, done };
+        all.push(job);
+        this.queue.push(job);
+      }
+      this.pumpPublishes();
+    });
+    const ids = jobs.filter((j) => j.ok).map((j) => j.entry.streamId);
+    try {
+      await this.outbox.remove(s.ref, ids);
+    } catch (err) {
+      // Left in this consumer's pending list: read again (and deduplicated by JetStream) on the next read.
+      s.dirty = true;
+      this.log?.warn({ err: (err as Error)?.message, entries: ids.length }, 'relay: outbox removal failed; entries will be relayed again');
+      return 0;
+    } finally {
+      for (const e of entries) s.inFlight.delete(e.streamId);
+    }
+    const failed = jobs.length - ids.length;
+    if (failed > 0)
+      this.log?.warn({ failed, relayed: ids.length }, 'relay: some events could not be published; they stay in the outbox and are retried');
+    return ids.length;
+  }
+
+  private pumpPublishes(): void {
+    while (this.publishing < this.window && this.queueHead < this.queue.length) {
+      const job = this.queue[this.queueHead++]!;
+      this.publishing++;
+      this.publish(job.s.ref, job.entry).then(
+        (r) => {
           if (r === 'duplicate') this.stats.duplicates++;
           else this.stats.published++;
           job.ok = true;
-        } catch {
+          this.published(job);
+        },
+        () => {
           this.stats.publishFailures++;
           job.s.dirty = true;
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(jobs.length, this.options.batch) }, publisher));
-    let relayed = 0;
-    await Promise.all(
-      work.map(async ({ s }) => {
-        const ids = jobs.filter((j) => j.s === s && j.ok).map((j) => j.entry.streamId);
-        await this.outbox.remove(s.ref, ids);
-        relayed += ids.length;
-      }),
-    );
-    const failed = jobs.length - relayed;
-    if (failed > 0)
-      this.log?.warn({ failed, relayed }, 'relay: some events could not be published; they stay in the outbox and are retried');
-    return relayed;
+          this.published(job);
+        },
+      );
+    }
+    if (this.queueHead > 1024 && this.queueHead * 2 > this.queue.length) {
+      this.queue.splice(0, this.queueHead);
+      this.queueHead = 0;
+    }
+  }
+
+  private published(job: Job): void {
+    this.publishing--;
+    job.done();
+    this.pumpPublishes();
   }
 
   private publish(shard: ShardRef, entry: OutboxEntry): Promise<'stored' | 'duplicate'> {
@@ -215,7 +325,13 @@ export class Relay {
     for (const id of this.discovered.keys()) if (!nonEmpty.has(id)) this.discovered.delete(id);
     if (claimed.length > 0) {
       this.log?.info({ entries: claimed.reduce((n, c) => n + c.entries.length, 0) }, 'relay: took over outbox entries of another consumer');
-      await this.relay(claimed);
+      for (const { s, entries } of claimed)
+        this.track(
+          this.relay(
+            s,
+            entries.filter((e) => !s.inFlight.has(e.streamId)),
+          ).then(() => {}),
+        );
     }
   }
 
@@ -233,5 +349,9 @@ export class Relay {
 
 function dedupe(entries: OutboxEntry[]): OutboxEntry[] {
   const seen = new Set<string>();
-  return entries.filter((e) => (seen.has(e.streamId) ? false : (seen.add(e.streamId), true)));
+  return entries.filter((e) => {
+    if (seen.has(e.streamId)) return false;
+    seen.add(e.streamId);
+    return true;
+  });
 }

@@ -69,6 +69,9 @@ function chunks<T>(xs: T[], n = CHUNK): T[][] {
   return out;
 }
 
+/** `?, ?, …` for an IN list of n values. */
+const marks = (n: number) => Array.from({ length: n }, () => '?').join(', ');
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class LedgerStore {
@@ -104,15 +107,16 @@ export class LedgerStore {
     const row = await em.findOne(CouponRow, { id: couponId });
     if (!row) return { coupon: null, plan: empty, refused: [] };
 
+    // Raw SQL on the transaction's connection for the per-event reads and the insert: hydrating entities and
+    // building query-builder inserts cost ~45 µs of CPU per event, most of a batch's transaction time.
     const requestIds = [...new Set(events.map((p) => p.event.requestId))];
     const settled = new Set<string>();
     for (const ids of chunks(requestIds)) {
-      const rows = await em.find(
-        LedgerRow,
-        { couponId, requestId: { $in: ids }, kind: { $in: ['DEDUCT', 'COMPENSATE'] } },
-        { fields: ['requestId', 'kind'] },
+      const rows = await em.execute<{ request_id: string; kind: string }[]>(
+        `select request_id, kind from stock_ledger where coupon_id = ? and kind in ('DEDUCT', 'COMPENSATE') and request_id in (${marks(ids.length)})`,
+        [couponId, ...ids],
       );
-      for (const l of rows) settled.add(ledgerKey(l.kind === 'DEDUCT' ? 'D' : 'C', l.requestId));
+      for (const l of rows) settled.add(ledgerKey(l.kind === 'DEDUCT' ? 'D' : 'C', l.request_id));
     }
     // Anomalies already recorded for these events, and refused deductions their compensations refer to.
     const lookup = new Set<string>();
@@ -122,8 +126,11 @@ export class LedgerStore {
     }
     const anomalies = new Map<string, string>();
     for (const ids of chunks([...lookup])) {
-      for (const a of await em.find(AnomalyRow, { eventId: { $in: ids } }, { fields: ['eventId', 'reason'] }))
-        anomalies.set(a.eventId, a.reason);
+      const rows = await em.execute<{ event_id: string; reason: string }[]>(
+        `select event_id, reason from settlement_anomaly where event_id in (${marks(ids.length)})`,
+        ids,
+      );
+      for (const a of rows) anomalies.set(a.event_id, a.reason);
     }
     const refusedRequests = new Set<string>();
     const refusedAgain: Planned<T>[] = [];
@@ -145,26 +152,27 @@ export class LedgerStore {
 
     if (plan.apply.length > 0) {
       for (const part of chunks(plan.apply)) {
-        const rows = part.map(({ event: e }) => ({
-          couponId,
-          requestId: e.requestId,
-          kind: LEDGER_KIND[e.kind],
-          quantity: e.quantity,
-          userId: e.userId || null,
-          shard: e.shard,
-          reason: e.kind === 'C' ? e.reason.slice(0, 256) : null,
-          occurredAt: e.occurredAt,
-          settledAt: now,
-          redisApplied: true,
-        }));
-        const r = (await em
-          .createQueryBuilder(LedgerRow)
-          .insert(rows)
-          .onConflict(['couponId', 'requestId', 'kind'])
-          .ignore()
-          .execute('run')) as { affectedRows: number };
+        const params: unknown[] = [];
+        for (const { event: e } of part) {
+          params.push(
+            couponId,
+            e.requestId,
+            LEDGER_KIND[e.kind],
+            e.quantity,
+            e.userId || null,
+            e.shard,
+            e.kind === 'C' ? e.reason.slice(0, 256) : null,
+            e.occurredAt,
+            now,
+          );
+        }
+        const r = await em.execute<{ affectedRows: number }>(
+          `insert ignore into stock_ledger (coupon_id, request_id, kind, quantity, user_id, shard, reason, occurred_at, settled_at, redis_applied) values ${Array.from({ length: part.length }, () => '(?, ?, ?, ?, ?, ?, ?, ?, ?, 1)').join(', ')}`,
+          params,
+          'run',
+        );
         // Fewer rows than planned: another settler inserted some since this transaction read the ledger.
-        if (r.affectedRows !== rows.length) throw new ConcurrentInsert(`inserted ${r.affectedRows} of ${rows.length} ledger rows`);
+        if (r.affectedRows !== part.length) throw new ConcurrentInsert(`inserted ${r.affectedRows} of ${part.length} ledger rows`);
       }
     }
     const anomalyRows = [

@@ -9,12 +9,13 @@
 // for (a refusal means Redis held more than the bound), and only then the ack.
 // Messages that cannot be settled at all (unparsable, unknown coupon) are redelivered a bounded number of
 // times with backoff and then recorded as anomalies, so they never block the stream.
-import type { Consumer } from 'nats';
+import type { Consumer, ConsumerMessages } from 'nats';
 import type { Coupon } from '../../domain/ports.js';
 import { shardRef } from '../../domain/routing.js';
 import type { Logger } from '../../util/logger.js';
 import { Stoppable } from '../stoppable.js';
 import { decodeEvent, eventId, type SettlementEvent } from '../event.js';
+import { CouponLanes } from './coupon-lanes.js';
 import { Holds } from './holds.js';
 import { ACK_WAIT_MS } from '../jetstream.js';
 import { ANOMALY, type LedgerStore } from './ledger-store.js';
@@ -23,15 +24,17 @@ import type { Planned } from './settle-plan.js';
 import type { SettleStats } from '../stats.js';
 
 export interface SettlerOptions {
-  /** Messages fetched and applied per batch. */
+  /** Most messages one coupon transaction applies. */
   batch: number;
   /** Deliveries of a poison message before it becomes an anomaly. */
   maxDeliver: number;
-  /** How long one fetch waits to fill a batch (the server's minimum is 1000 ms): at low traffic, the
-   * settlement lag. Default 1000 ms. */
+  /** Lifetime of one pull request (the server's minimum is 1000 ms). Only an empty stream waits it out: a
+   * message is handed over as soon as it is there. Default 5000 ms. */
   fetchExpiresMs?: number;
-  /** Coupon transactions of one batch run at once. Default 8. */
+  /** Coupon transactions running at once (each of a different coupon). Default 4. */
   concurrency?: number;
+  /** Messages the consumer keeps on their way from the server. Default 2 × batch. */
+  window?: number;
 }
 
 export interface SettlerDeps {
@@ -71,6 +74,9 @@ export class Settler {
   private readonly state = new Stoppable();
   /** Events this instance holds back (counted apart from deliveries: an outage must not use them up). */
   private readonly holds = new Holds();
+  private messages: ConsumerMessages | undefined;
+  /** Lane transactions failed in a row (a database outage): the intake slows down. */
+  private failures = 0;
 
   constructor(
     private readonly d: SettlerDeps,
@@ -82,47 +88,95 @@ export class Settler {
     return this;
   }
 
+  /** Stops pulling; what was already taken (queued in a lane or being settled) is settled and acked first. */
   stop(): Promise<void> {
+    this.messages?.stop();
     return this.state.stop();
   }
 
+  /**
+   * The pipeline: a pull consumer keeps up to `window` messages on their way from the server (it asks for more
+   * as they arrive, so fetching never waits for a transaction), messages go to their coupon's lane at once,
+   * and each lane settles what it has queued in one transaction while the next batch builds up behind it.
+   * The only wait is a pull request's expiry, and only when the stream has nothing to deliver.
+   */
   private async run(): Promise<void> {
+    const lanes = new CouponLanes<Item>((couponId, items) => this.settleLane(couponId, items), {
+      batch: this.options.batch,
+      concurrency: this.options.concurrency ?? 4,
+      maxBuffered: this.options.batch * ((this.options.concurrency ?? 4) + 1),
+    });
+    // A slow database must not let the ack wait run out under a live settler (a no-op once acked or nak'ed).
+    const keepalive = setInterval(() => {
+      for (const i of lanes.items()) i.ref.working();
+    }, ACK_WAIT_MS / 3);
     let consumer: Consumer | undefined;
-    let failures = 0;
-    while (this.state.running) {
-      try {
-        consumer ??= await this.d.consumer();
-        const msgs = await this.fetch(consumer);
-        const failed = msgs.length > 0 ? await this.handle(msgs) : 0;
-        failures = failed > 0 ? failures + 1 : 0;
-        if (failed > 0) await this.state.pause(Math.min(5000, 250 * 2 ** failures));
-      } catch (err) {
-        consumer = undefined;
-        failures++;
-        this.d.log?.warn({ err: (err as Error)?.message }, 'settler: fetch failed');
-        await this.state.pause(Math.min(5000, 250 * 2 ** failures));
-      }
-    }
-  }
-
-  private async fetch(consumer: Consumer): Promise<SettleMsg[]> {
-    const expires = this.options.fetchExpiresMs ?? 1000;
-    const iter = await consumer.fetch({ max_messages: this.options.batch, expires });
-    // A fetch over a connection that went away may never end on its own.
-    const watchdog = setTimeout(() => iter.stop(), expires + 10_000);
-    const out: SettleMsg[] = [];
     try {
-      for await (const m of iter) out.push(m);
+      while (this.state.running) {
+        try {
+          consumer ??= await this.d.consumer();
+          const messages = await consumer.consume({
+            max_messages: this.options.window ?? this.options.batch * 2,
+            expires: this.options.fetchExpiresMs ?? 5000,
+          });
+          this.messages = messages;
+          if (!this.state.running) messages.stop();
+          for await (const m of messages) {
+            if (!this.state.running) {
+              // Taken from the server but not started: straight back, for any settler to take now.
+              m.nak();
+              continue;
+            }
+            const event = decodeEvent(m.data);
+            if (!event) {
+              await this.poison(m, ANOMALY.unparsable, null).catch((err) => this.nakAfterError([m], err));
+              continue;
+            }
+            lanes.push(event.couponId, { event, ref: m });
+            // Back-pressure: while the lanes are full this loop stops asking the iterator, and the consumer
+            // stops pulling (its next pull request is issued from the iterator).
+            if (!lanes.hasSpace()) await lanes.space();
+            if (this.failures > 0) await this.state.pause(Math.min(5000, 250 * 2 ** this.failures));
+          }
+          // The iterator ended: stopped, or the consumer went away (deleted, connection closed).
+          if (this.state.running) {
+            consumer = undefined;
+            await this.state.pause(1000);
+          }
+        } catch (err) {
+          consumer = undefined;
+          this.failures++;
+          this.d.log?.warn({ err: (err as Error)?.message }, 'settler: fetch failed');
+          await this.state.pause(Math.min(5000, 250 * 2 ** this.failures));
+        }
+      }
     } finally {
-      clearTimeout(watchdog);
+      await lanes.idle();
+      clearInterval(keepalive);
+      this.messages = undefined;
     }
-    return out;
   }
 
-  /** Settles one fetched batch; returns how many coupon groups failed (their messages were nak'ed). */
+  /** One lane transaction of the pipeline: a failure naks its messages and slows the intake down. */
+  private async settleLane(couponId: string, items: Item[]): Promise<void> {
+    this.d.stats.batches++;
+    try {
+      await this.settleCoupon(couponId, items);
+      this.failures = 0;
+    } catch (err) {
+      this.failures++;
+      this.d.stats.failedBatches++;
+      this.nakAfterError(
+        items.map((i) => i.ref),
+        err,
+      );
+    }
+  }
+
+  /** Settles a given set of messages (orphan repair, tests): grouped per coupon, the coupons `concurrency`
+   * at a time; returns how many coupon groups failed (their messages were nak'ed). */
   async handle(msgs: SettleMsg[]): Promise<number> {
     this.d.stats.batches++;
-    // A slow database must not let the ack wait run out under a live settler (a no-op once acked or nak'ed).
     const keepalive = setInterval(() => {
       for (const m of msgs) m.working();
     }, ACK_WAIT_MS / 3);
@@ -163,7 +217,7 @@ export class Settler {
         }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(queue.length, this.options.concurrency ?? 8) }, worker));
+    await Promise.all(Array.from({ length: Math.min(queue.length, this.options.concurrency ?? 4) }, worker));
     if (failed > 0) this.d.stats.failedBatches++;
     return failed;
   }
