@@ -27,7 +27,7 @@ import { JetStreamPublisher } from '../settlement/relay/publisher.js';
 import { LedgerStore } from '../settlement/settle/ledger-store.js';
 import { RedisRefusalStore } from '../settlement/settle/refusal-store.js';
 import { Settlement } from '../settlement/settlement.js';
-import { guardErrors } from '../util/guard-errors.js';
+import { adapterError, guardErrors } from '../util/guard-errors.js';
 import type { Logger } from '../util/logger.js';
 import { ChangeAnnouncer } from '../watch/change-announcer.js';
 import { LevelBus } from '../watch/level-bus.js';
@@ -78,10 +78,11 @@ export function buildDomain(
   });
   // Every Deduct, probe and move answer tells the level checks what its shard holds (shard-levels.ts).
   const shardLevels = new ShardLevels();
-  const guardedStore: StockStore = guardErrors(
-    timed(store, metrics.redisDuration, metrics.redisErrors, levelObservers(shardLevels)),
-    'Redis',
-  );
+  // Timed, watched and guarded (adapter errors → UNAVAILABLE) in one wrapper: it sits on every Deduct.
+  const guardedStore: StockStore = timed(store, metrics.redisDuration, metrics.redisErrors, {
+    observers: levelObservers(shardLevels),
+    mapError: adapterError('Redis'),
+  });
   const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
   const signals = new NatsStockSignals(nats, config.namespace);
   const catalog = new CouponCatalog(repo);
