@@ -89,7 +89,7 @@ export function buildDomain(
   const soldOut = new SoldOutCache(config.soldOutTtlMs, signals);
   // WatchStock and the level events: use cases mark coupons changed; one timer announces them over NATS,
   // then the level checks probe the coupons that may have crossed a threshold (level-checks.ts).
-  const levels = new LevelBus(nats, config.namespace, config.instanceId);
+  const levels = new LevelBus(nats, config.namespace);
   const lowStock = new LowStockDetector({
     marks: new RedisLowStockMarks(redis, config.namespace),
     publish: (event) => {
