@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Registry } from 'prom-client';
 import { adapterError, guardErrors } from '../src/util/guard-errors.js';
-import { timed } from '../src/observability/timed-store.js';
+import { combineObservers, timed } from '../src/observability/timed-store.js';
 import { FastCounter, FastHistogram } from '../src/observability/fast-metrics.js';
 import { DomainError, notFound } from '../src/domain/errors.js';
 
@@ -87,5 +87,23 @@ describe('timed with adapterError: the guarded, timed store in one layer', () =>
     const { a, g } = build();
     expect(Object.getPrototypeOf(g)).toBe(a);
     expect(Object.hasOwn(g, 'ok')).toBe(true);
+  });
+
+  it('when two observer sets watch the same method, then both see each answer, even if the first one fails', async () => {
+    const seen: string[] = [];
+    const { g } = build(
+      combineObservers(
+        {
+          ok: () => {
+            seen.push('levels');
+            throw new Error('observer bug');
+          },
+        },
+        { ok: (_a: unknown[], r: unknown) => seen.push(`moves ${r}`), fails: () => seen.push('never') },
+      ),
+    );
+    expect(await g.ok(2)).toBe(4);
+    await expect(g.fails()).rejects.toMatchObject({ kind: 'unavailable' });
+    expect(seen).toEqual(['levels', 'moves 4']);
   });
 });

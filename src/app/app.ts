@@ -32,6 +32,7 @@ import { startWorkers } from './workers.js';
 import type { SaleControl } from '../domain/sale.js';
 import type { StockEventDetector } from '../watch/stock-events.js';
 import type { LevelChecks } from '../watch/level-checks.js';
+import type { SweepPlan } from '../domain/sweep-plan.js';
 
 /** A running instance: its ports, and what tests and the bench reach into. */
 export interface App {
@@ -56,6 +57,8 @@ export interface App {
   stockEvents: StockEventDetector;
   /** When changed coupons are probed for the low-stock and sold-out checks. */
   levelChecks: LevelChecks;
+  /** Which shards the move sweep reads (SHARDSTOCK_WORKERS sweep). */
+  sweepPlan: SweepPlan;
   settlement: Settlement;
   sale: SaleControl;
   close(): Promise<void>;
@@ -173,6 +176,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     changes,
     stockEvents,
     levelChecks: domain.levelChecks,
+    sweepPlan: domain.sweepPlan,
     settlement,
     sale,
     close,

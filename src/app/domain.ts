@@ -9,12 +9,13 @@ import { CompensateService } from '../domain/compensate.js';
 import { CouponCatalog } from '../domain/coupon-catalog.js';
 import { DeductService } from '../domain/deduct.js';
 import { MoveSweeper } from '../domain/move-sweeper.js';
+import { MoveSuspects, moveObservers, SweepPlan } from '../domain/sweep-plan.js';
 import type { CouponRepository, StockStore } from '../domain/ports.js';
 import { ShardReloader } from '../domain/shard-reloader.js';
 import { SoldOutCache } from '../domain/sold-out-cache.js';
 import { NatsStockSignals } from '../nats/stock-signals.js';
 import type { Metrics } from '../observability/metrics.js';
-import { timed } from '../observability/timed-store.js';
+import { combineObservers, timed } from '../observability/timed-store.js';
 import { FailoverFence } from '../redis/failover-fence.js';
 import { RedisRecoveryStore } from '../redis/recovery-store.js';
 import { RedisLowStockMarks } from '../redis/low-stock-marks.js';
@@ -78,9 +79,11 @@ export function buildDomain(
   });
   // Every Deduct, probe and move answer tells the level checks what its shard holds (shard-levels.ts).
   const shardLevels = new ShardLevels();
+  // Moves and probes also tell the move sweep which shards may hold pending moves (sweep-plan.ts).
+  const moveSuspects = new MoveSuspects();
   // Timed, watched and guarded (adapter errors → UNAVAILABLE) in one wrapper: it sits on every Deduct.
   const guardedStore: StockStore = timed(store, metrics.redisDuration, metrics.redisErrors, {
-    observers: levelObservers(shardLevels),
+    observers: combineObservers(levelObservers(shardLevels), moveObservers(moveSuspects)),
     mapError: adapterError('Redis'),
   });
   const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
@@ -161,6 +164,7 @@ export function buildDomain(
   const sale = new SaleControl({ repo: guardErrors(new MikroSaleRepository(orm), 'the database'), catalog, signals: saleSignals, changes });
   const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);
   const sweeper = new MoveSweeper(guardedStore, reloader);
+  const sweepPlan = new SweepPlan({ suspects: moveSuspects, sweeper, coupons: catalog });
   const watch = new WatchService({
     coupon: (id) => catalog.get(id),
     readLevel: (id) => admin.level(id, true),
@@ -194,6 +198,8 @@ export function buildDomain(
     deduct,
     compensate,
     sweeper,
+    sweepPlan,
+    moveSuspects,
     watch,
     sale,
     audit,

@@ -12,12 +12,16 @@ export async function startWorkers(
   domain: Domain,
   onError: (what: string, err: unknown) => void,
 ): Promise<Periodic[]> {
-  const { admin, catalog, sweeper, settlement } = domain;
+  const { admin, catalog, sweepPlan, settlement } = domain;
   const workers: Periodic[] = [];
   if (config.workers.has('sweep')) {
+    // Suspect shards plus a bounded slice of every served shard (src/domain/sweep-plan.ts), not every shard.
     const sweep = async () => {
-      for (const coupon of catalog.active()) await sweeper.sweep(coupon);
-      await admin.finishRestocks(RESTOCK_GRACE_MS);
+      try {
+        await sweepPlan.run();
+      } finally {
+        await admin.finishRestocks(RESTOCK_GRACE_MS);
+      }
     };
     workers.push(new Periodic('sweep', config.sweepIntervalMs, sweep, onError).start());
   }

@@ -61,3 +61,24 @@ export function timed<T extends object>(target: T, duration: FastHistogram, erro
   }
   return wrapper as T;
 }
+
+/** Several observer sets as one: a method watched by more than one set calls each in turn. */
+export function combineObservers(...sets: StoreObservers[]): StoreObservers {
+  const out: StoreObservers = {};
+  for (const set of sets) {
+    for (const [op, fn] of Object.entries(set)) {
+      if (!fn) continue;
+      const before = out[op];
+      out[op] = before
+        ? (args, result) => {
+            try {
+              before(args, result);
+            } finally {
+              fn(args, result);
+            }
+          }
+        : fn;
+    }
+  }
+  return out;
+}
