@@ -164,7 +164,7 @@ export function buildDomain(
   const sale = new SaleControl({ repo: guardErrors(new MikroSaleRepository(orm), 'the database'), catalog, signals: saleSignals, changes });
   const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);
   const sweeper = new MoveSweeper(guardedStore, reloader);
-  const sweepPlan = new SweepPlan({ suspects: moveSuspects, sweeper, coupons: catalog });
+  const sweepPlan = new SweepPlan({ suspects: moveSuspects, sweeper, coupons: catalog, intervalMs: config.sweepIntervalMs });
   const watch = new WatchService({
     coupon: (id) => catalog.get(id),
     readLevel: (id) => admin.level(id, true),

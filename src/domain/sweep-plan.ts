@@ -5,15 +5,19 @@
 // - suspects: shards where this instance took units out (moveOut answered), or saw units in transit in a
 //   probe (a move by any instance: a live one's, or a dead one's that only a sweeper will finish). A suspect
 //   stays one until a sweep finds nothing pending there, so a move too young to sweep is looked at again;
-// - a slice of a cycle over every shard of every served coupon, at most SLICE_SHARDS per sweep: the net for
-//   moves nobody here saw start (a mover killed before its answer, a coupon this instance never probes). With
-//   a few hundred shards the slice is the whole cycle, as every sweep was before; with 40,000 a cycle takes
-//   40 sweeps. Every started move is still landed or returned: within one cycle, by whichever instance sweeps.
+// - a slice of a cycle over every shard of every served coupon: the net for moves nobody here saw start (a
+//   mover killed before its answer, a coupon this instance never probes). A slice is MIN_SLICE shards, or
+//   more when that is needed to finish a cycle within CYCLE_MS. With a few hundred shards the slice is the
+//   whole cycle, as every sweep was before; with 40,000 and the 2 s default interval a cycle takes 30 sweeps
+//   of 1,334 shards (~100 ms each on the local stack, where the old loop took 25-30 s per sweep). Every
+//   started move is still landed or returned: within one cycle, by whichever instance sweeps.
 // Reads run PARALLEL at a time (ioredis pipelines them per master) instead of one after another.
 import type { Coupon, ShardLevel, StockStore } from './ports.js';
 
-/** Shards of the cycle read per sweep at most. */
-export const SLICE_SHARDS = 1024;
+/** Shards of the cycle read per sweep at least. */
+export const MIN_SLICE = 1024;
+/** A cycle over every served shard should take about this long at most. */
+export const CYCLE_MS = 60_000;
 /** Shards swept at once. */
 export const PARALLEL = 64;
 
@@ -73,6 +77,7 @@ export class SweepPlan {
   private cycle: Coupon[] = [];
   private couponAt = 0;
   private shardAt = 0;
+  private sliceShards = MIN_SLICE;
   /** Cycles over every served shard completed, and moves landed, since start. */
   cycles = 0;
   landed = 0;
@@ -83,7 +88,9 @@ export class SweepPlan {
       sweeper: ShardSweeper;
       /** Coupons this instance serves: each cycle covers those known when it starts. */
       coupons: { active(): Coupon[]; peek(id: string): Coupon | undefined };
-      sliceShards?: number;
+      /** The sweep's interval: how many sweeps a cycle may take (CYCLE_MS / intervalMs). */
+      intervalMs: number;
+      minSlice?: number;
       parallel?: number;
     },
   ) {}
@@ -126,8 +133,12 @@ export class SweepPlan {
       this.cycle = this.d.coupons.active();
       this.couponAt = 0;
       this.shardAt = 0;
+      let shards = 0;
+      for (const c of this.cycle) shards += c.shardTags.length;
+      const sweeps = Math.max(1, Math.floor(CYCLE_MS / this.d.intervalMs));
+      this.sliceShards = Math.max(this.d.minSlice ?? MIN_SLICE, Math.ceil(shards / sweeps));
     }
-    let budget = this.d.sliceShards ?? SLICE_SHARDS;
+    let budget = this.sliceShards;
     while (budget > 0 && this.couponAt < this.cycle.length) {
       const coupon = this.cycle[this.couponAt]!;
       if (this.shardAt < coupon.shardTags.length) {

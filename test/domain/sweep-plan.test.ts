@@ -11,7 +11,7 @@ import { FastCounter, FastHistogram } from '../../src/observability/fast-metrics
 import { timed } from '../../src/observability/timed-store.js';
 import { fakeDomain } from '../support/fakes/index.js';
 
-function setup(graceMs = 0, sliceShards = 1024) {
+function setup(graceMs = 0, minSlice = 1024) {
   const d = fakeDomain();
   const suspects = new MoveSuspects();
   const registry = new Registry();
@@ -23,7 +23,7 @@ function setup(graceMs = 0, sliceShards = 1024) {
     { observers: moveObservers(suspects) },
   );
   const sweeper = new MoveSweeper(observed, d.reloader, graceMs);
-  const plan = new SweepPlan({ suspects, sweeper, coupons: d.catalog, sliceShards });
+  const plan = new SweepPlan({ suspects, sweeper, coupons: d.catalog, intervalMs: 2000, minSlice });
   const reads = async () => {
     const before = d.store.calls.pendingMoves ?? 0;
     const report = await plan.run();
@@ -123,5 +123,31 @@ describe('the move sweep plan', () => {
     broken = false;
     expect((await plan.run()).done).toBe(1);
     expect(d.units(a!)).toEqual({ avail: 40, transit: 0, net: 0, sum: 40 });
+  });
+
+  it('when 25,000 coupons of 4 shards are served, then the slice grows so that a cycle still ends within a minute of sweeps', async () => {
+    const d = fakeDomain();
+    const many = Array.from(
+      { length: 25_000 },
+      (_, i) => ({ id: `m${i}`, shardTags: [`m${i}a`, `m${i}b`, `m${i}c`, `m${i}d`] }) as unknown as Coupon,
+    );
+    const plan = new SweepPlan({
+      suspects: new MoveSuspects(),
+      sweeper: new MoveSweeper(d.store, d.reloader, 0),
+      coupons: { active: () => many, peek: () => undefined },
+      intervalMs: 2000,
+    });
+    const perSweep: number[] = [];
+    for (let sweep = 0; sweep < 40; sweep++) {
+      const before = d.store.calls.pendingMoves ?? 0;
+      const r = await plan.run();
+      perSweep.push((d.store.calls.pendingMoves ?? 0) - before);
+      if (r.cycleEnded) break;
+    }
+    // 100,000 shards over 60 s / 2 s = 30 sweeps: 3,334 per sweep, every shard once.
+    expect(perSweep).toHaveLength(30);
+    expect(Math.max(...perSweep)).toBe(3334);
+    expect(perSweep.reduce((a, b) => a + b, 0)).toBe(100_000);
+    expect(plan.cycles).toBe(1);
   });
 });
