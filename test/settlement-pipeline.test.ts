@@ -241,7 +241,7 @@ describe('pipelined settlement', () => {
       {
         consumer,
         ledger: observer.app.settlement.ledger,
-        refusals: new RedisRefusalStore(observer.app.redis, namespace),
+        refusals: new RedisRefusalStore(observer.app.redis, namespace, observer.app.config.idempotencyWindowS),
         compensationsInFlight: async () => new Set<string>(),
         stats,
       },

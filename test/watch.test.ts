@@ -209,6 +209,27 @@ describe('WatchStock across instances', () => {
     expect((await it.next()).done).toBe(true);
     expect(b.app.watch.stats().streams).toBe(0);
   });
+
+  it('when a coupon changes, then the ping on its level subject carries no body: the subject says which coupon, receivers need nothing else', async () => {
+    const id = uniqueId('ping');
+    await a.client.createCoupon({ couponId: id, totalStock: 50n, shardCount: 2 });
+    const nc = await connectNats({ servers: a.app.config.natsUrl });
+    const sizes: number[] = [];
+    const sub = nc.subscribe(a.app.levels.levelSubject(id), { callback: (_e, m) => sizes.push(m.data.length) });
+    await nc.flush();
+    try {
+      const announcedBefore = a.app.changes.announced;
+      await Promise.all(Array.from({ length: 10 }, (_, i) => a.client.deduct({ couponId: id, requestId: `p${i}`, quantity: 1n })));
+      await waitUntil('a ping', () => sizes.length >= 1);
+      await new Promise((r) => setTimeout(r, 150));
+      expect(sizes.length).toBeGreaterThanOrEqual(1);
+      expect(sizes.length).toBeLessThanOrEqual(a.app.changes.announced - announcedBefore);
+      expect(sizes.every((n) => n === 0)).toBe(true);
+    } finally {
+      sub.unsubscribe();
+      await nc.close();
+    }
+  });
 });
 
 describe('low-stock events', () => {

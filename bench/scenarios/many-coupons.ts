@@ -6,6 +6,7 @@ import { measuredLoad, record } from '../measure.js';
 import { padIndex } from '../request-template.js';
 import type { ServerHandle } from '../servers.js';
 import { diffStats } from './flash-sale.js';
+import { measureTagChoice, tagChoiceNote } from '../tag-choice.js';
 
 /** Small coupons need few shards: one per ~25 units, at most --shards. */
 export function manyCouponShards(couponStock: number, maxShards: number): number {
@@ -59,6 +60,8 @@ export async function manyCoupons(ctx: BenchContext, server: ServerHandle, d: De
   });
   const notes = [`${count.toLocaleString('en')} coupons x ${opts.couponStock} units, ${shards} shard(s) each`];
   if (setupS >= 1) notes.push(`creating the coupons took ${setupS.toFixed(1)} s (not measured)`);
+  // Measured after the load (the server is idle then), in this process over the same cluster's slot map.
+  if (d.design === 'shardstock') notes.push(tagChoiceNote(await measureTagChoice(opts.shards)));
   const rec = record(
     'many-coupons',
     d.label,

@@ -37,6 +37,8 @@ import type { SaleControl } from '../domain/sale.js';
 import type { StockEventDetector } from '../watch/stock-events.js';
 import { foldLegacyLayout } from '../redis/legacy-fold.js';
 import { CLAIM_HOLD_S } from '../redis/stock-store.js';
+import type { LevelChecks } from '../watch/level-checks.js';
+import type { SweepPlan } from '../domain/sweep-plan.js';
 
 /** A running instance: its ports, and what tests and the bench reach into. */
 export interface App {
@@ -64,6 +66,10 @@ export interface App {
   levels: LevelBus;
   changes: ChangeAnnouncer;
   stockEvents: StockEventDetector;
+  /** When changed coupons are probed for the low-stock and sold-out checks. */
+  levelChecks: LevelChecks;
+  /** Which shards the move sweep reads (SHARDSTOCK_WORKERS sweep). */
+  sweepPlan: SweepPlan;
   settlement: Settlement;
   sale: SaleControl;
   close(): Promise<void>;
@@ -83,8 +89,21 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
   const onError = backgroundErrors(log);
 
   const metrics = new Metrics();
-  const refused = (port: 'grpc' | 'http') => (reason: string) => metrics.refusals.child(port, reason).inc();
-  const gate = callGate(config, (reason, transport) => refused(transport === 'grpc' ? 'grpc' : 'http')(reason));
+  // One counter child per port and reason, bound on first use: a shedding storm refuses on the hot path.
+  const refused = (port: 'grpc' | 'http') => {
+    const byReason = new Map<string, { inc(): void }>();
+    return (reason: string) => {
+      let c = byReason.get(reason);
+      if (!c) {
+        c = metrics.refusals.child(port, reason);
+        byReason.set(reason, c);
+      }
+      c.inc();
+    };
+  };
+  const refusedGrpc = refused('grpc');
+  const refusedHttp = refused('http');
+  const gate = callGate(config, (reason, transport) => (transport === 'grpc' ? refusedGrpc : refusedHttp)(reason));
   const guard = guards(gate);
   const domain = buildDomain(config, conns, { log, metrics, onError, now: options.now ?? Date.now });
   const { admin, deduct, compensate, watch, levels, changes, lowStock, stockEvents, settlement, sale, audit, holds, orders } = domain;
@@ -99,6 +118,8 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     announcements: () => changes.announced,
     lowStockEvents: () => lowStock.events,
     holdSweeps: domain.holdSweeper.stats,
+    levelProbes: () => domain.levelChecks.probes,
+    levelChecksPending: () => domain.levelChecks.pending,
   });
   attachSettlementMetrics(metrics, () => settlement.figures());
   const plain = [
@@ -145,6 +166,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
       domain.signals.close();
       domain.saleSignals.close();
       changes.close();
+      domain.levelChecks.close();
       domain.fence?.stop();
       await closeAll(conns);
       log.info('shardstock stopped');
@@ -172,6 +194,8 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     levels,
     changes,
     stockEvents,
+    levelChecks: domain.levelChecks,
+    sweepPlan: domain.sweepPlan,
     settlement,
     sale,
     close,

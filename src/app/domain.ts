@@ -12,12 +12,13 @@ import { HoldService } from '../domain/hold-service.js';
 import { HoldSweeper } from '../domain/hold-sweeper.js';
 import { RedisHoldStore } from '../redis/hold-store.js';
 import { MoveSweeper } from '../domain/move-sweeper.js';
+import { MoveSuspects, moveObservers, SweepPlan } from '../domain/sweep-plan.js';
 import type { CouponRepository, HoldStore, StockStore } from '../domain/ports.js';
 import { ShardReloader } from '../domain/shard-reloader.js';
 import { SoldOutCache } from '../domain/sold-out-cache.js';
 import { NatsStockSignals } from '../nats/stock-signals.js';
 import type { Metrics } from '../observability/metrics.js';
-import { timed } from '../observability/timed-store.js';
+import { combineObservers, timed } from '../observability/timed-store.js';
 import { FailoverFence } from '../redis/failover-fence.js';
 import { RedisRecoveryStore } from '../redis/recovery-store.js';
 import { RedisLowStockMarks } from '../redis/low-stock-marks.js';
@@ -30,11 +31,13 @@ import { JetStreamPublisher } from '../settlement/relay/publisher.js';
 import { LedgerStore } from '../settlement/settle/ledger-store.js';
 import { RedisRefusalStore } from '../settlement/settle/refusal-store.js';
 import { Settlement } from '../settlement/settlement.js';
-import { guardErrors } from '../util/guard-errors.js';
+import { adapterError, guardErrors } from '../util/guard-errors.js';
 import type { Logger } from '../util/logger.js';
 import { ChangeAnnouncer } from '../watch/change-announcer.js';
 import { LevelBus } from '../watch/level-bus.js';
 import { LowStockDetector } from '../watch/low-stock.js';
+import { LevelChecks } from '../watch/level-checks.js';
+import { levelObservers, ShardLevels } from '../watch/shard-levels.js';
 import { WatchService } from '../watch/watch-service.js';
 import { StockEventDetector } from '../watch/stock-events.js';
 import { RedisStockEventMarks } from '../redis/sold-out-marks.js';
@@ -86,16 +89,23 @@ export function buildDomain(
     fence,
     batch: { max: config.shardBatchMax, waitUs: config.shardBatchWaitUs, onBatch: (n) => batchSizes.observe(n) },
   });
-  const guardedStore: StockStore = guardErrors(timed(store, metrics.redisDuration, metrics.redisErrors), 'Redis');
+  // Every Deduct, probe and move answer tells the level checks what its shard holds (shard-levels.ts).
+  const shardLevels = new ShardLevels();
+  // Moves and probes also tell the move sweep which shards may hold pending moves (sweep-plan.ts).
+  const moveSuspects = new MoveSuspects();
+  // Timed, watched and guarded (adapter errors → UNAVAILABLE) in one wrapper: it sits on every Deduct.
+  const guardedStore: StockStore = timed(store, metrics.redisDuration, metrics.redisErrors, {
+    observers: combineObservers(levelObservers(shardLevels), moveObservers(moveSuspects)),
+    mapError: adapterError('Redis'),
+  });
   const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
   const signals = new NatsStockSignals(nats, config.namespace);
   const catalog = new CouponCatalog(repo);
   const soldOut = new SoldOutCache(config.soldOutTtlMs, signals);
-  // WatchStock and low-stock events: use cases mark coupons changed; one timer announces them over NATS.
-  const levels = new LevelBus(nats, config.namespace, config.instanceId);
+  // WatchStock and the level events: use cases mark coupons changed; one timer announces them over NATS,
+  // then the level checks probe the coupons that may have crossed a threshold (level-checks.ts).
+  const levels = new LevelBus(nats, config.namespace);
   const lowStock = new LowStockDetector({
-    coupon: (id) => catalog.get(id),
-    store: guardedStore,
     marks: new RedisLowStockMarks(redis, config.namespace),
     publish: (event) => {
       levels.publishLowStock(event);
@@ -103,24 +113,27 @@ export function buildDomain(
     },
     global: config.lowStockThreshold,
     overrides: config.lowStockOverrides,
-    onError,
   });
   // Sold-out / back-in-stock events; `admin` is built below (the level reads happen only after announcements).
   const stockEvents = new StockEventDetector({
-    probeAvailable: async (id) =>
-      (await guardedStore.probe(allShards(await catalog.get(id)))).reduce((sum, s) => sum + (s.available ?? 0) + s.inTransit, 0),
     exactLevel: (id) => admin.level(id, false),
     marks: new RedisStockEventMarks(redis, config.namespace),
     publish: (event) => {
       levels.publishStockEvent(event);
       log.info(event, event.kind === 'sold_out' ? 'sold out' : 'back in stock');
     },
+  });
+  const announceMs = Math.max(1, Math.floor(config.watchMinIntervalMs / 2));
+  const levelChecks = new LevelChecks({
+    coupon: (id) => catalog.get(id),
+    peek: (id) => catalog.peek(id),
+    probe: async (coupon) => (await guardedStore.probe(allShards(coupon))).reduce((sum, s) => sum + (s.available ?? 0) + s.inTransit, 0),
+    levels: shardLevels,
+    checks: [lowStock, stockEvents],
     onError,
+    tickMs: announceMs,
   });
-  const changes = new ChangeAnnouncer(levels, Math.max(1, Math.floor(config.watchMinIntervalMs / 2)), (id, returned) => {
-    lowStock.check(id, returned);
-    stockEvents.check(id, returned);
-  });
+  const changes = new ChangeAnnouncer(levels, announceMs, (id, returned) => levelChecks.changed(id, returned));
 
   // Settlement (outbox -> JetStream -> MySQL): its in-flight count also tells a shard reload what is still on its way.
   const names = settlementNames(config.namespace);
@@ -144,6 +157,8 @@ export function buildDomain(
   const reloader = new ShardReloader(settlement.recovery, (couponId, shards, units) =>
     log.warn({ couponId, shards, units }, 'rebuilt missing shards from MySQL and the events in flight'),
   );
+  const placement = new SlotMapPlacement(() => redis.slots);
+  redis.on('refresh', () => placement.invalidate());
   const admin = new CouponAdmin({
     repo,
     store: guardedStore,
@@ -153,7 +168,7 @@ export function buildDomain(
     reloader,
     defaultShards: config.defaultShards,
     changes,
-    placement: new SlotMapPlacement(() => redis.slots),
+    placement,
     now,
   });
   const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes, now);
@@ -182,6 +197,7 @@ export function buildDomain(
   );
   const holdSweeper = new HoldSweeper(holdStore, soldOut, signals, changes, onError);
   const { orders, orderSweeper } = buildOrders(config, redis, { holds, compensate, catalog, replicaAck, fence, onError });
+  const sweepPlan = new SweepPlan({ suspects: moveSuspects, sweeper, coupons: catalog, intervalMs: config.sweepIntervalMs });
   const watch = new WatchService({
     coupon: (id) => catalog.get(id),
     readLevel: (id) => admin.level(id, true),
@@ -207,6 +223,8 @@ export function buildDomain(
     levels,
     lowStock,
     stockEvents,
+    levelChecks,
+    shardLevels,
     changes,
     settlement,
     admin,
@@ -217,6 +235,8 @@ export function buildDomain(
     holdSweeper,
     orders,
     orderSweeper,
+    sweepPlan,
+    moveSuspects,
     watch,
     sale,
     audit,

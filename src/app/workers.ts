@@ -14,7 +14,7 @@ export async function startWorkers(
   domain: Domain,
   onError: (what: string, err: unknown) => void,
 ): Promise<Periodic[]> {
-  const { admin, catalog, sweeper, settlement, holdSweeper, orderSweeper } = domain;
+  const { admin, catalog, sweepPlan, settlement, holdSweeper, orderSweeper } = domain;
   const workers: Periodic[] = [];
   // Every instance expires holds, whatever its roles: a hold must not depend on the instance that made it.
   workers.push(new Periodic('hold sweep', config.holdSweepMs, () => holdSweeper.sweep(), onError).start());
@@ -22,9 +22,13 @@ export async function startWorkers(
   workers.push(new Periodic('order sweep', config.orderSweepMs, () => orderSweeper.sweep().then(() => {}), onError).start());
   workers.push(new Periodic('hold full pass', HOLD_FULL_PASS_MS, () => holdSweeper.fullPass(catalog.active()), onError).start());
   if (config.workers.has('sweep')) {
+    // Suspect shards plus a bounded slice of every served shard (src/domain/sweep-plan.ts), not every shard.
     const sweep = async () => {
-      for (const coupon of catalog.active()) await sweeper.sweep(coupon);
-      await admin.finishRestocks(RESTOCK_GRACE_MS);
+      try {
+        await sweepPlan.run();
+      } finally {
+        await admin.finishRestocks(RESTOCK_GRACE_MS);
+      }
     };
     workers.push(new Periodic('sweep', config.sweepIntervalMs, sweep, onError).start());
   }

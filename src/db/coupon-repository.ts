@@ -2,7 +2,7 @@
 // a settlement transaction is here (settlement's LedgerStore and the live page's list delegate to it).
 import type { MikroORM } from '@mikro-orm/mysql';
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
-import type { Coupon, CouponRepository, NewCoupon, RestockResult } from '../domain/ports.js';
+import type { Coupon, CouponRepository, NewCoupon, RestockResult, SaleSettings } from '../domain/ports.js';
 import { CouponRow, LedgerRow } from './entities.js';
 
 /** A coupon row as the domain sees it (bigint columns as numbers). */
@@ -75,6 +75,26 @@ export class MikroCouponRepository implements CouponRepository {
   async find(id: string): Promise<Coupon | null> {
     const row = await this.orm.em.fork().findOne(CouponRow, { id });
     return row ? toCoupon(row) : null;
+  }
+
+  async saleSettings(ids: readonly string[]): Promise<Map<string, SaleSettings>> {
+    const out = new Map<string, SaleSettings>();
+    if (ids.length === 0) return out;
+    // Plain rows, no entities: thousands of coupons are re-read this way every few seconds.
+    const rows = await this.orm.em
+      .fork()
+      .createQueryBuilder(CouponRow)
+      .select(['id', 'saleStartsAt', 'saleEndsAt', 'salePaused', 'saleRevision'])
+      .where({ id: { $in: [...ids] } })
+      .execute('all');
+    for (const r of rows)
+      out.set(r.id, {
+        startsAt: r.saleStartsAt == null ? null : Number(r.saleStartsAt),
+        endsAt: r.saleEndsAt == null ? null : Number(r.saleEndsAt),
+        paused: !!r.salePaused,
+        revision: r.saleRevision ?? 0,
+      });
+    return out;
   }
 
   /** Coupons created or settled since `sinceMs`: whose outboxes may hold events no live instance knows of. */

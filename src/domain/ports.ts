@@ -125,6 +125,8 @@ export interface CouponRepository {
   /** Inserts the coupon; when one with this id exists, returns it unchanged with created = false. */
   create(coupon: NewCoupon): Promise<{ coupon: Coupon; created: boolean }>;
   find(id: string): Promise<Coupon | null>;
+  /** The sale settings of the coupons that exist among `ids` (one query: the catalog's background refresh). */
+  saleSettings(ids: readonly string[]): Promise<Map<string, SaleSettings>>;
   markPreheated(id: string): Promise<void>;
   restock(id: string, requestId: string, quantity: number): Promise<RestockResult | null>;
   markRestockApplied(id: string, requestId: string): Promise<void>;

@@ -19,6 +19,8 @@ export interface AppFigures {
   lowStockEvents(): number;
   /** Absent in tests that build figures by hand. */
   holdSweeps?: HoldSweepStats;
+  levelProbes(): number;
+  levelChecksPending(): number;
 }
 
 export function registerAppMetrics(m: Metrics, f: AppFigures): void {
@@ -81,6 +83,12 @@ export function registerAppMetrics(m: Metrics, f: AppFigures): void {
       () => h.reindexed,
     );
   }
+  m.counterFrom(
+    'shardstock_level_probes_total',
+    'Shard probes of changed coupons for the low-stock and sold-out checks (bounded per announcement interval)',
+    () => f.levelProbes(),
+  );
+  m.gaugeFrom('shardstock_level_checks_pending', 'Changed coupons waiting for their level-check probe', () => f.levelChecksPending());
 
   const busiest = () => f.watch.busiest(MAX_COUPON_SERIES).filter((b) => b.level !== undefined);
   m.labelledGaugeFrom(

@@ -1,11 +1,18 @@
 // Infrastructure adapters report their failures as UNAVAILABLE domain errors: a use case never has to know
 // what an ioredis or mysql2 error looks like, and a client always gets a status it may retry. The wrapper is
 // built once with one function per method (it sits on the Deduct hot path: no Proxy trap, no closure per call).
+// The Redis store is guarded by timed() itself (adapterError as its mapError), so a store call pays for one
+// wrapper and one promise link, not two.
 import { DomainError, unavailable } from '../domain/errors.js';
 import { methodNames } from './method-names.js';
 
+/** What a caller sees when the adapter for `what` fails: domain errors as they are, anything else UNAVAILABLE. */
+export function adapterError(what: string): (err: unknown) => DomainError {
+  return (err) => (err instanceof DomainError ? err : unavailable(`${what} cannot be reached`, err));
+}
+
 export function guardErrors<T extends object>(target: T, what: string): T {
-  const wrap = (err: unknown) => (err instanceof DomainError ? err : unavailable(`${what} cannot be reached`, err));
+  const wrap = adapterError(what);
   const rethrow = (err: unknown): never => {
     throw wrap(err);
   };

@@ -1,7 +1,10 @@
 // Stock-level news between instances over NATS core: "coupon X changed" pings on <ns>.levels.<coupon>,
 // low-stock events on <ns>.alerts.low_stock.<coupon>, sold-out and back-in-stock events on
 // <ns>.alerts.sold_out.<coupon> and <ns>.alerts.back_in_stock.<coupon> (docs/observability.md). A ping carries no level: each instance that has
-// watchers reads the level itself, so levels from several publishers can never arrive out of order.
+// watchers reads the level itself, so levels from several publishers can never arrive out of order. It carries
+// nothing at all: the subject names the coupon and receivers only need to know that it changed, and an
+// instance announces each changed coupon every interval, so a body would be built, encoded and sent per coupon
+// per interval for no reader.
 import { StringCodec, type NatsConnection, type Subscription } from 'nats';
 import { natsSubjects } from '../nats/subjects.js';
 
@@ -22,7 +25,6 @@ export class LevelBus {
   constructor(
     private readonly nc: NatsConnection,
     namespace: string,
-    private readonly instanceId: string,
   ) {
     this.subjects = natsSubjects(namespace);
   }
@@ -37,7 +39,11 @@ export class LevelBus {
 
   /** Tells every instance (this one included: NATS echoes) that the coupon's level changed. */
   announce(couponId: string): void {
-    this.publish(this.levelSubject(couponId), { couponId, instance: this.instanceId, at: Date.now() });
+    try {
+      this.nc.publish(this.levelSubject(couponId));
+    } catch {
+      // Closed or draining: watchers fall back to their periodic refresh.
+    }
   }
 
   publishLowStock(event: LowStockEvent): void {

@@ -1,12 +1,11 @@
 // Low-stock events: after a coupon's changes are announced, its available units are compared with its
 // threshold. A mark in Redis (SET NX) makes the event fire once per crossing however many instances see
 // the coupon below; stock coming back above the threshold (Compensate, Restock) removes the mark, arming
-// the next crossing. Runs off the hot path, at most once per coupon per announcement interval.
+// the next crossing. Runs off the hot path, on the probes level-checks.ts schedules.
 import type { LowStockThreshold } from '../config.js';
-import type { Coupon, StockStore } from '../domain/ports.js';
-import { allShards } from '../domain/routing.js';
+import type { Coupon } from '../domain/ports.js';
 import type { LowStockEvent } from './level-bus.js';
-import { CouponChecks } from './coupon-checks.js';
+import type { LevelCheck } from './level-checks.js';
 
 export interface LowStockMarks {
   /** Sets the mark; true when it was not set (this call saw the crossing first). */
@@ -16,13 +15,10 @@ export interface LowStockMarks {
 }
 
 export interface LowStockDeps {
-  coupon(couponId: string): Promise<Coupon>;
-  store: Pick<StockStore, 'probe'>;
   marks: LowStockMarks;
   publish(event: LowStockEvent): void;
   global: LowStockThreshold;
   overrides: ReadonlyMap<string, LowStockThreshold>;
-  onError(what: string, err: unknown): void;
 }
 
 /** Units at or below which a coupon counts as low; 0 = no threshold. */
@@ -30,45 +26,40 @@ export function thresholdUnits(t: LowStockThreshold, totalStock: number): number
   return t.kind === 'units' ? t.value : Math.ceil((totalStock * t.value) / 100);
 }
 
-export class LowStockDetector {
-  private readonly checks: CouponChecks;
+/** Coupons remembered as seen low at most (beyond it the set starts over: a few extra probes). */
+const MAX_LOW = 100_000;
+
+export class LowStockDetector implements LevelCheck {
   events = 0;
+  /** Coupons a probe here last saw at or below their threshold: until units come back, further falls
+   * cannot be a new crossing, so their estimates need not bring a probe forward. */
+  private readonly low = new Set<string>();
 
-  constructor(private readonly d: LowStockDeps) {
-    this.checks = new CouponChecks(
-      (couponId, returned) => this.run(couponId, returned),
-      (err) => this.d.onError('low-stock check', err),
-    );
+  constructor(private readonly d: LowStockDeps) {}
+
+  threshold(coupon: Pick<Coupon, 'id' | 'totalStock'>): number {
+    const t = this.d.overrides.get(coupon.id) ?? this.d.global;
+    return t.value > 0 ? thresholdUnits(t, coupon.totalStock) : 0;
   }
 
-  enabledFor(couponId: string): boolean {
-    const t = this.d.overrides.get(couponId) ?? this.d.global;
-    return t.value > 0;
+  mayCross(coupon: Coupon, estimate: number): boolean {
+    const threshold = this.threshold(coupon);
+    return threshold > 0 && estimate <= threshold && !this.low.has(coupon.id);
   }
 
-  check(couponId: string, returned: boolean): void {
-    if (!this.enabledFor(couponId)) return;
-    this.checks.check(couponId, returned);
-  }
-
-  /** Checks in progress (for tests and shutdown). */
-  get busy(): number {
-    return this.checks.busy;
-  }
-
-  private async run(couponId: string, returned: boolean): Promise<void> {
-    const coupon = await this.d.coupon(couponId);
-    const threshold = thresholdUnits(this.d.overrides.get(couponId) ?? this.d.global, coupon.totalStock);
+  async run(coupon: Coupon, available: number, returned: boolean): Promise<void> {
+    const threshold = this.threshold(coupon);
     if (threshold <= 0) return;
-    const shards = await this.d.store.probe(allShards(coupon));
-    const available = shards.reduce((sum, s) => sum + (s.available ?? 0) + s.inTransit, 0);
     if (available > threshold) {
-      if (returned) await this.d.marks.rearm(couponId);
+      this.low.delete(coupon.id);
+      if (returned) await this.d.marks.rearm(coupon.id);
       return;
     }
-    if (await this.d.marks.trip(couponId)) {
+    if (this.low.size >= MAX_LOW) this.low.clear();
+    this.low.add(coupon.id);
+    if (await this.d.marks.trip(coupon.id)) {
       this.events++;
-      this.d.publish({ couponId, available, threshold, totalStock: coupon.totalStock, at: new Date().toISOString() });
+      this.d.publish({ couponId: coupon.id, available, threshold, totalStock: coupon.totalStock, at: new Date().toISOString() });
     }
   }
 }

@@ -2,10 +2,12 @@
 // announced, this instance looks at its level; a mark in Redis says the coupon is sold out. SET NX on the
 // mark fires the sold-out event once per crossing however many instances see the coupon empty; the DEL that
 // actually removes it (one caller gets 1) fires back-in-stock once when units come back. A shard probe comes
-// first (Redis only); the exact level (MySQL total − Redis net deductions, which units moving between shards
-// cannot blur) confirms a crossing before any mark changes, so the common case costs no MySQL read.
+// first (Redis only, scheduled by level-checks.ts); the exact level (MySQL total − Redis net deductions, which
+// units moving between shards cannot blur) confirms a crossing before any mark changes, so the common case
+// costs no MySQL read.
+import type { Coupon } from '../domain/ports.js';
 import type { StockEventMarks } from '../redis/sold-out-marks.js';
-import { CouponChecks } from './coupon-checks.js';
+import type { LevelCheck } from './level-checks.js';
 
 export interface StockEvent {
   couponId: string;
@@ -17,44 +19,31 @@ export interface StockEvent {
 }
 
 export interface StockEventDeps {
-  /** Σ(available + in transit) over the shards: quick, may be off while units move. */
-  probeAvailable(couponId: string): Promise<number>;
   /** The exact level. */
   exactLevel(couponId: string): Promise<{ available: number; totalStock: number }>;
   marks: StockEventMarks;
   publish(event: StockEvent): void;
-  onError(what: string, err: unknown): void;
 }
 
-export class StockEventDetector {
-  private readonly checks: CouponChecks;
+export class StockEventDetector implements LevelCheck {
   events = 0;
 
-  constructor(private readonly d: StockEventDeps) {
-    this.checks = new CouponChecks(
-      (couponId, returned) => this.run(couponId, returned),
-      (err) => this.d.onError('stock-event check', err),
-    );
+  constructor(private readonly d: StockEventDeps) {}
+
+  /** Only a coupon whose shards may all be empty can have sold out. */
+  mayCross(_coupon: Coupon, estimate: number): boolean {
+    return estimate <= 0;
   }
 
-  check(couponId: string, returned: boolean): void {
-    this.checks.check(couponId, returned);
-  }
-
-  /** Checks in progress (for tests and shutdown). */
-  get busy(): number {
-    return this.checks.busy;
-  }
-
-  private async run(couponId: string, returned: boolean): Promise<void> {
-    const quick = await this.d.probeAvailable(couponId);
+  /** `quick`: the probe's Σ(available + in transit), which may be off while units move. */
+  async run(coupon: Coupon, quick: number, returned: boolean): Promise<void> {
     // Only units given back can end a sell-out; only a probe near zero can start one.
     if (quick > 0 && !returned) return;
-    const level = await this.d.exactLevel(couponId);
+    const level = await this.d.exactLevel(coupon.id);
     if (level.available === 0) {
-      if (await this.d.marks.markSoldOut(couponId)) this.emit(couponId, 'sold_out', level);
-    } else if (returned && (await this.d.marks.clearSoldOut(couponId))) {
-      this.emit(couponId, 'back_in_stock', level);
+      if (await this.d.marks.markSoldOut(coupon.id)) this.emit(coupon.id, 'sold_out', level);
+    } else if (returned && (await this.d.marks.clearSoldOut(coupon.id))) {
+      this.emit(coupon.id, 'back_in_stock', level);
     }
   }
 

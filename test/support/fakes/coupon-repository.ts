@@ -1,7 +1,7 @@
 // CouponRepository in memory: what src/db/coupon-repository.ts keeps in MySQL (coupon rows, the restock
 // ledger), with the same idempotency: create returns an existing coupon unchanged, a restock replay returns
 // what was recorded. Nothing settles here, so settledRemaining moves only with restocks.
-import type { Coupon, CouponRepository, NewCoupon, RestockResult } from '../../../src/domain/ports.js';
+import type { Coupon, CouponRepository, NewCoupon, RestockResult, SaleSettings } from '../../../src/domain/ports.js';
 
 export class FakeCouponRepository implements CouponRepository {
   readonly coupons = new Map<string, Coupon>();
@@ -27,6 +27,15 @@ export class FakeCouponRepository implements CouponRepository {
     this.finds++;
     const c = this.coupons.get(id);
     return c ? { ...c } : null;
+  }
+
+  async saleSettings(ids: readonly string[]): Promise<Map<string, SaleSettings>> {
+    const out = new Map<string, SaleSettings>();
+    for (const id of ids) {
+      const sale = this.coupons.get(id)?.sale;
+      if (sale) out.set(id, { ...sale });
+    }
+    return out;
   }
 
   async markPreheated(id: string): Promise<void> {

@@ -1,0 +1,41 @@
+// The catalog's background re-read of sale settings with many coupons served: the due coupons are read
+// together (a few queries, not one per coupon), and a sale change whose announcement was lost still heals.
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { CouponCatalog } from '../../src/domain/coupon-catalog.js';
+import { FakeCouponRepository } from '../support/fakes/coupon-repository.js';
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('CouponCatalog sale refresh', () => {
+  it('when 1,200 served coupons fall due for their sale re-read, then they are read in 3 queries and a missed pause is applied', async () => {
+    vi.useFakeTimers({ toFake: ['Date', 'setTimeout', 'clearTimeout'] });
+    const repo = new FakeCouponRepository();
+    const catalog = new CouponCatalog(repo);
+    const ids = Array.from({ length: 1200 }, (_, i) => `c${i}`);
+    for (const id of ids) {
+      await repo.create({ id, initialStock: 10, shardCount: 1, perUserLimit: 0, shardTags: [`${id}#0.0`] });
+      repo.coupons.get(id)!.sale = { startsAt: null, endsAt: null, paused: false, revision: 0 };
+      await catalog.get(id);
+    }
+    const findsAfterLoad = repo.finds;
+    // Another instance paused one coupon; its announcement never arrived here.
+    repo.coupons.get('c777')!.sale = { startsAt: null, endsAt: null, paused: true, revision: 1 };
+
+    vi.advanceTimersByTime(6000);
+    for (const id of ids) await catalog.get(id); // every coupon is served again: each is due
+    expect((await catalog.get('c777')).sale?.paused).toBe(false); // not read yet: served from memory
+    await vi.advanceTimersByTimeAsync(200);
+
+    expect(repo.finds).toBe(findsAfterLoad); // no per-coupon reads
+    expect(catalog.saleQueries).toBe(3);
+    expect((await catalog.get('c777')).sale).toMatchObject({ paused: true, revision: 1 });
+    expect((await catalog.get('c778')).sale?.paused).toBe(false);
+
+    // Served again within the refresh interval: no further query.
+    for (const id of ids) await catalog.get(id);
+    await vi.advanceTimersByTimeAsync(200);
+    expect(catalog.saleQueries).toBe(3);
+  });
+});
