@@ -99,6 +99,8 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     announcements: () => changes.announced,
     lowStockEvents: () => lowStock.events,
     holdSweeps: domain.holdSweeper.stats,
+    orderSweeps: domain.orderSweeper.stats,
+    orders: domain.orders.stats,
   });
   attachSettlementMetrics(metrics, () => settlement.figures());
   const plain = [

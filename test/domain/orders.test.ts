@@ -310,6 +310,7 @@ describe('OrderService over fakes', () => {
     expect(await t.sweeper.sweep()).toBe(0);
     t.clock.advance(5_000 + SETTINGS.graceMs);
     expect(await t.sweeper.sweep()).toBe(1);
+    expect(t.sweeper.stats.ended.abandoned).toBe(1);
     expect((await t.records.read('o1'))?.state).toBe('aborted');
     expect(
       await t.orders.deductOrder(
@@ -483,6 +484,7 @@ describe('OrderService over fakes', () => {
       ),
     ).toMatchObject({ outcome: 'expired', replayed: true });
     expect(t.errors.map((e) => e.what)).toEqual(['order confirm']);
+    expect([t.orders.stats.undoneCommits, t.sweeper.stats.ended.finished]).toEqual([1, 1]);
   });
 
   it('when the holds of a DeductOrder would expire within the commit margin, then they are extended before the commit', async () => {
