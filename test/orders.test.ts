@@ -302,6 +302,9 @@ describe('orders', () => {
     const isWhole = Array.from({ length: count }, (_, i) => wholeOrEmpty(taken, ids, `${prefix}-${i}`, `order ${i}`));
     const whole = isWhole.filter(Boolean).length;
     expect(whole).toBeGreaterThan(0);
+    // The odd orders the dead instance left undecided were ended by the surviving instances' sweepers.
+    const swept = [a, b].reduce((n, t) => n + t.app.orderSweeper.stats.ended.abandoned + t.app.orderSweeper.stats.ended.finished, 0);
+    expect(swept).toBeGreaterThan(0);
     expect(await Promise.all(ids.map(level))).toEqual(stocks.map((s) => ({ available: s - whole, held: 0, deducted: whole })));
 
     // A retry of every order now answers what happened and takes nothing twice. (An order nobody decided yet
