@@ -263,6 +263,13 @@ export class OrderService {
       ),
     );
     const seen: Seen = takes.map((t) => (t.kind === 'held' || t.kind === 'gone' ? t.hold : undefined));
+    if (takes.some((t) => t.kind === 'gone' && t.end === 'confirmed')) {
+      // An item is confirmed already, so a commit was made before and its record lost with a Redis node (or the
+      // caller confirmed an item by its hold id). Follow that commit: confirm the rest, or give the confirmed
+      // ones back if the rest cannot be (finishCommit), so the order still ends whole or empty.
+      const r = await this.d.records.move(record.orderId, ['pending'], 'committed', this.now());
+      return this.follow(decided(r, record.orderId), r.kind !== 'moved', seen);
+    }
     const refusedAt = takes.findIndex((t) => t.kind === 'refused');
     if (refusedAt >= 0) {
       const t = takes[refusedAt] as Extract<HoldTake, { kind: 'refused' }>;
