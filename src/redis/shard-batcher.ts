@@ -35,6 +35,11 @@ interface Queue {
   items: Pending[];
 }
 
+/** ioredis's message for a command whose connection closed before its reply came. */
+const CONNECTION_CLOSED = 'Connection is closed.';
+/** As the client's own retryDelayOnFailover (cluster.ts). */
+const RESEND_AFTER_MS = 200;
+
 /** The answers that stand for a write (or vouch for one) and so wait for the replica ack. */
 const NEEDS_ACK = new Set(['deducted', 'replay', 'compensated', 'already']);
 
@@ -85,14 +90,14 @@ export class ShardBatcher {
     for (const q of queues.values()) void this.send(q);
   }
 
-  private async send(q: Queue): Promise<void> {
+  private async send(q: Queue, retried = false): Promise<void> {
     const items = q.items.filter((p) => {
       if (!p.signal?.aborted) return true;
       p.reject(new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish'));
       return false;
     });
     if (items.length === 0) return;
-    this.options.onBatch?.(items.length);
+    if (!retried) this.options.onBatch?.(items.length);
     const shardKey = this.scripts.keys(q.shard).shard;
     let replies: BatchReply[];
     let owner: string | undefined;
@@ -104,6 +109,14 @@ export class ShardBatcher {
         this.options.vouch,
       );
     } catch (err) {
+      // The node's connection closed under the call (a failover, a node restarting) while the client was not
+      // ready to resend it itself. Sending the batch again is safe: every request in it is idempotent by its
+      // request id, so one that ran before the connection closed is found and answered as a replay (what the
+      // caller's own retry would get). Once only: a second failure is the caller's to retry.
+      if (!retried && err instanceof Error && err.message === CONNECTION_CLOSED) {
+        await new Promise((r) => setTimeout(r, RESEND_AFTER_MS));
+        return this.send({ shard: q.shard, items }, true);
+      }
       for (const p of items) p.reject(err);
       return;
     }
