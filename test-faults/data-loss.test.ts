@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import slotOf from 'cluster-key-slot';
 import { status } from '@grpc/grpc-js';
-import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { CompensateOutcome, ConfirmOutcome, DeductOutcome, ReleaseOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { allShards } from '../src/domain/routing.js';
 import { shardState } from '../test/support/inspect.js';
 import { ledgerFigures, waitFor } from '../test/support/settlement.js';
@@ -129,6 +129,59 @@ describe('Redis loses every key mid-sale', () => {
         restoredRecords: a.app.settlement.recovery.stats.restoredRecords + b.app.settlement.recovery.stats.restoredRecords,
       }),
     );
+  });
+});
+
+describe('Redis loses every key with holds outstanding', () => {
+  it('when every master is flushed while holds are open, then no lost hold is ever confirmed or doubled: they answer NOT_FOUND and the rush sells exactly what MySQL has left', async () => {
+    const id = uniqueId('hloss');
+    await a.client.createCoupon({ couponId: id, totalStock: 500n, shardCount: 8 });
+    for (let i = 0; i < 100; i++) expect((await deduct(a, id, `hpre-${i}`)).outcome).toBe(DeductOutcome.DEDUCTED);
+    const holds: string[] = [];
+    for (let i = 0; i < 50; i++) {
+      const r = await a.client.reserve({ couponId: id, requestId: `hold-${i}`, quantity: 1n, ttlMs: 600_000 });
+      expect(r.outcome).toBe(ReserveOutcome.HELD);
+      holds.push(r.hold!.holdId);
+    }
+    await settledFully(id);
+    // Held units are still MySQL's remaining: only the 100 deductions settled.
+    expect((await a.app.repo.find(id))!.settledRemaining).toBe(400);
+
+    await flushAllMasters();
+
+    // Every lost hold says so (after the coupon is rebuilt); none can be confirmed.
+    const confirm = async (t: TestApp, holdId: string) => {
+      for (let i = 0; ; i++) {
+        try {
+          return await t.client.confirm({ target: { case: 'holdId', value: holdId } });
+        } catch (err) {
+          if ((err as { code?: number }).code !== status.UNAVAILABLE || i > 50) throw err;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    };
+    const answers = await Promise.all(holds.map((h, i) => confirm(i % 2 ? a : b, h)));
+    expect(answers.map((r) => r.outcome)).toEqual(new Array(50).fill(ConfirmOutcome.NOT_FOUND));
+    expect((await b.client.release({ target: { case: 'holdId', value: holds[0]! } })).outcome).toBe(ReleaseOutcome.NOT_FOUND);
+
+    // Their units are back on sale, once: the rush sells exactly MySQL's 400.
+    const rush = await Promise.all(
+      [0, 1].map((p) =>
+        runTs<{ deducted: number; soldOut: number; errors: number }>('test-faults/support/rush.ts', [], {
+          ADDRS: `${a.grpcAddr},${b.grpcAddr}`,
+          COUPON: id,
+          PREFIX: `hrush-${p}-`,
+          COUNT: '400',
+          CONCURRENCY: '64',
+        }),
+      ),
+    );
+    expect(rush.reduce((s, c) => s + c.errors, 0)).toBe(0);
+    expect(rush.reduce((s, c) => s + c.deducted, 0)).toBe(400);
+    await settledFully(id);
+    const f = await ledgerFigures(a.app, id);
+    expect([f.anomalies, f.remaining, f.deductRows]).toEqual([[], 0, 500]);
+    expect(await a.client.reconcile({ couponId: id })).toMatchObject({ consistent: true, redisAvailable: 0n, redisHeld: 0n });
   });
 });
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import slotOf from 'cluster-key-slot';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { createInventoryClient, type InventoryClient } from '../src/client/grpc-client.js';
-import { DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { ConfirmOutcome, DeductOutcome, ReleaseOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { allShards, shardRef } from '../src/domain/routing.js';
 import { shardState } from '../test/support/inspect.js';
 import { ledgerFigures, settled } from '../test/support/settlement.js';
@@ -488,3 +488,49 @@ async function waitNoTransit(t: TestApp, couponId: string): Promise<void> {
   }
   throw new Error('moves still in transit 20 s after the load');
 }
+
+describe('holds through a Redis failover', () => {
+  it('when the master holding most of a coupon is SIGKILLed at replica level with holds open, then every answered hold survives the promotion and is confirmed or released exactly once', async () => {
+    const { t } = await startInstance('replica');
+    try {
+      const sale = await saleOn(t, 200, 8);
+      const retrying = async <T>(call: () => Promise<T>): Promise<T> => {
+        for (let i = 0; ; i++) {
+          try {
+            return await call();
+          } catch (err) {
+            if ((err as ServiceError).code !== status.UNAVAILABLE || i > 100) throw err;
+            await sleep(100);
+          }
+        }
+      };
+      const holds: string[] = [];
+      for (let i = 0; i < 100; i++) {
+        const r = await retrying(() => t.client.reserve({ couponId: sale.couponId, requestId: `fh-${i}`, quantity: 1n, ttlMs: 600_000 }));
+        holds.push(r.hold!.holdId);
+      }
+      const onVictim = holds.filter((h) => sale.victimShards.includes(Number(h.split('/')[1])));
+      expect(onVictim.length).toBeGreaterThan(0);
+
+      await cluster.kill(sale.victimPort);
+      await cluster.waitPromotion(sale.victimSlot, sale.victimPort);
+      await cluster.restart(sale.victimPort);
+
+      // The promoted replica has every hold it answered HELD for: all 100 still held, on the victim's shards too.
+      const level = await retrying(() => t.client.getStock({ couponId: sale.couponId }));
+      expect([level.level!.held, level.level!.available]).toEqual([100n, 100n]);
+      const confirmed = await Promise.all(
+        holds.slice(0, 50).map((h) => retrying(() => t.client.confirm({ target: { case: 'holdId', value: h } }))),
+      );
+      expect(confirmed.every((c) => c.outcome === ConfirmOutcome.CONFIRMED)).toBe(true);
+      const released = await Promise.all(
+        holds.slice(50).map((h) => retrying(() => t.client.release({ target: { case: 'holdId', value: h } }))),
+      );
+      expect(released.every((r) => r.outcome === ReleaseOutcome.RELEASED)).toBe(true);
+      const end = (await t.client.getStock({ couponId: sale.couponId })).level!;
+      expect([end.held, end.deducted, end.available]).toEqual([0n, 50n, 150n]);
+    } finally {
+      await t.close();
+    }
+  });
+});

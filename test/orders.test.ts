@@ -7,6 +7,7 @@ import { status, type ServiceError } from '@grpc/grpc-js';
 import {
   CompensateOutcome,
   ConfirmOutcome,
+  ExtendOutcome,
   HoldState,
   ItemRefusalReason,
   OrderOutcome,
@@ -137,8 +138,12 @@ describe('orders', () => {
     expect([c.outcome, c.items.map((i) => i.hold?.state)]).toEqual([ConfirmOutcome.CONFIRMED, [HoldState.CONFIRMED, HoldState.CONFIRMED]]);
     expect((await a.client.release({ target: { case: 'orderId', value: 'o-rc' } })).outcome).toBe(ReleaseOutcome.CONFIRMED);
 
-    // Reserve -> payment failed -> release; a late confirm is refused.
+    // Reserve -> payment failed -> release; a late confirm is refused. Extending the order first moves every
+    // item's expiry.
     await a.client.reserveOrder({ requestId: 'o-rr', userId: 'u1', items, ttlMs: 60_000 });
+    const ext = await b.client.extendHold({ target: { case: 'orderId', value: 'o-rr' }, ttlMs: 600_000 });
+    expect(ext.outcome).toBe(ExtendOutcome.EXTENDED);
+    for (const i of ext.items) expect(i.hold!.expiresAt!.seconds).toBeGreaterThan(BigInt(Math.floor(Date.now() / 1000) + 500));
     expect((await b.client.release({ target: { case: 'orderId', value: 'o-rr' }, reason: 'payment failed' })).outcome).toBe(
       ReleaseOutcome.RELEASED,
     );
@@ -297,6 +302,9 @@ describe('orders', () => {
     const isWhole = Array.from({ length: count }, (_, i) => wholeOrEmpty(taken, ids, `${prefix}-${i}`, `order ${i}`));
     const whole = isWhole.filter(Boolean).length;
     expect(whole).toBeGreaterThan(0);
+    // The odd orders the dead instance left undecided were ended by the surviving instances' sweepers.
+    const swept = [a, b].reduce((n, t) => n + t.app.orderSweeper.stats.ended.abandoned + t.app.orderSweeper.stats.ended.finished, 0);
+    expect(swept).toBeGreaterThan(0);
     expect(await Promise.all(ids.map(level))).toEqual(stocks.map((s) => ({ available: s - whole, held: 0, deducted: whole })));
 
     // A retry of every order now answers what happened and takes nothing twice. (An order nobody decided yet

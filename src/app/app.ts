@@ -120,6 +120,8 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     holdSweeps: domain.holdSweeper.stats,
     levelProbes: () => domain.levelChecks.probes,
     levelChecksPending: () => domain.levelChecks.pending,
+    orderSweeps: domain.orderSweeper.stats,
+    orders: domain.orders.stats,
   });
   attachSettlementMetrics(metrics, () => settlement.figures());
   const plain = [

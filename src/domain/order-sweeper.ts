@@ -2,7 +2,13 @@
 // order depends on the process that started it. Racing sweepers are harmless: the decision on the order
 // record is made once, and every step after it is idempotent.
 import type { OrderRecords } from './ports.js';
-import type { OrderService } from './orders.js';
+import type { OrderService, SweepEnd } from './orders.js';
+
+export interface OrderSweepStats {
+  sweeps: number;
+  /** Orders this instance's sweeper ended, by how (orders.ts SweepEnd). */
+  ended: Record<SweepEnd, number>;
+}
 
 /** How many due orders one pass takes from each due-list. */
 const BATCH = 50;
@@ -10,6 +16,8 @@ const BATCH = 50;
 const RETRY_MS = 1000;
 
 export class OrderSweeper {
+  readonly stats: OrderSweepStats = { sweeps: 0, ended: { abandoned: 0, finished: 0, expired: 0, tidied: 0, gone: 0 } };
+
   constructor(
     private readonly orders: Pick<OrderService, 'sweep'>,
     private readonly records: Pick<OrderRecords, 'due' | 'schedule' | 'unschedule'>,
@@ -19,14 +27,16 @@ export class OrderSweeper {
 
   /** One pass; resolves to the number of orders it ended. */
   async sweep(): Promise<number> {
+    this.stats.sweeps++;
     const due = await this.records.due(this.now(), BATCH);
     let ended = 0;
     await Promise.all(
       due.map(async (orderId) => {
         try {
           const r = await this.orders.sweep(orderId);
-          if (r === 'done') {
+          if ('ended' in r) {
             await this.records.unschedule(orderId);
+            this.stats.ended[r.ended]++;
             ended++;
           } else await this.records.schedule(orderId, r.nextAtMs);
         } catch (err) {

@@ -89,10 +89,21 @@ const ABORT_OUTCOME: Record<OrderAbort, OrderOutcome> = {
   abandoned: 'abandoned',
 };
 
+/** How the sweeper ended an order: abandoned (PENDING, its caller died), finished (COMMITTED, confirms done or
+ * undone), expired (HELD past its expiry), tidied (already ended: only the due-list entry), gone (no record). */
+export type SweepEnd = 'abandoned' | 'finished' | 'expired' | 'tidied' | 'gone';
+
+export interface OrderStats {
+  /** Commits whose holds did not all outlive them (a stall beyond the margin): their confirmed items given back. */
+  undoneCommits: number;
+}
+
 /** What one call has seen of the items' holds (index -> the latest Hold an answer carried). */
 type Seen = (Hold | undefined)[];
 
 export class OrderService {
+  readonly stats: OrderStats = { undoneCommits: 0 };
+
   constructor(
     private readonly d: {
       holds: OrderHolds;
@@ -174,10 +185,11 @@ export class OrderService {
     return { ...answer, already: r.kind !== 'moved' };
   }
 
-  /** The sweeper's step for one due order: ends what its caller left unfinished, or says when to look again. */
-  async sweep(orderId: string): Promise<{ nextAtMs: number } | 'done'> {
+  /** The sweeper's step for one due order: ends what its caller left unfinished (saying how), or says when to
+   * look again. */
+  async sweep(orderId: string): Promise<{ nextAtMs: number } | { ended: SweepEnd }> {
     const record = await this.d.records.read(orderId);
-    if (!record) return 'done';
+    if (!record) return { ended: 'gone' };
     const now = this.now();
     const grace = this.d.settings.graceMs;
     switch (record.state) {
@@ -187,7 +199,7 @@ export class OrderService {
         if (now < at) return { nextAtMs: at };
         const r = await this.d.records.move(orderId, ['pending'], 'aborted', now, { set: { abort: 'abandoned' } });
         await this.follow(decided(r, orderId), true, []);
-        return 'done';
+        return { ended: r.kind === 'moved' ? 'abandoned' : 'tidied' };
       }
       case 'held': {
         const at = (record.expiresAtMs ?? record.createdMs + record.ttlMs) + grace;
@@ -196,19 +208,19 @@ export class OrderService {
         const holds = await Promise.all(record.items.map((_, i) => this.d.holds.get(this.holdKey(record, i))));
         const running = holds.filter((h) => h?.state === 'held').map((h) => h!.expiresAtMs);
         if (running.length > 0) return { nextAtMs: Math.max(...running) + grace };
-        if (holds.some((h) => h?.state === 'confirmed')) return 'done';
+        if (holds.some((h) => h?.state === 'confirmed')) return { ended: 'tidied' };
         const r = await this.d.records.move(orderId, ['held'], 'aborted', now, { set: { abort: 'expired' } });
         await this.follow(decided(r, orderId), true, []);
-        return 'done';
+        return { ended: r.kind === 'moved' ? 'expired' : 'tidied' };
       }
       case 'committed':
         await this.finishCommit(record, []);
-        return 'done';
+        return { ended: 'finished' };
       case 'aborted':
         await this.releaseAll(record, []);
-        return 'done';
+        return { ended: 'tidied' };
       default:
-        return 'done';
+        return { ended: 'tidied' };
     }
   }
 
@@ -251,6 +263,13 @@ export class OrderService {
       ),
     );
     const seen: Seen = takes.map((t) => (t.kind === 'held' || t.kind === 'gone' ? t.hold : undefined));
+    if (takes.some((t) => t.kind === 'gone' && t.end === 'confirmed')) {
+      // An item is confirmed already, so a commit was made before and its record lost with a Redis node (or the
+      // caller confirmed an item by its hold id). Follow that commit: confirm the rest, or give the confirmed
+      // ones back if the rest cannot be (finishCommit), so the order still ends whole or empty.
+      const r = await this.d.records.move(record.orderId, ['pending'], 'committed', this.now());
+      return this.follow(decided(r, record.orderId), r.kind !== 'moved', seen);
+    }
     const refusedAt = takes.findIndex((t) => t.kind === 'refused');
     if (refusedAt >= 0) {
       const t = takes[refusedAt] as Extract<HoldTake, { kind: 'refused' }>;
@@ -335,6 +354,7 @@ export class OrderService {
     });
     const lost = ends.map((end, i) => ({ end, i })).filter((x) => x.end !== 'confirmed');
     if (lost.length > 0) {
+      this.stats.undoneCommits++;
       // A hold ended before its confirm: only if the commit margin was not enough (a stall longer than it
       // between the commit and the confirms). The order must still not stay half taken: the items confirmed are
       // given back (a compensation each, idempotent, so every finisher may do it) and the order ends EXPIRED.

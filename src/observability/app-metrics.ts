@@ -3,6 +3,8 @@
 import type { ReadinessState } from '../app/readiness.js';
 import type { DeductStats } from '../domain/deduct.js';
 import type { HoldSweepStats } from '../domain/hold-sweeper.js';
+import type { OrderSweepStats } from '../domain/order-sweeper.js';
+import type { OrderStats } from '../domain/orders.js';
 import type { WatchStats } from '../watch/watch-service.js';
 import type { StockLevel } from '../domain/model.js';
 import type { Metrics } from './metrics.js';
@@ -21,6 +23,9 @@ export interface AppFigures {
   holdSweeps?: HoldSweepStats;
   levelProbes(): number;
   levelChecksPending(): number;
+  /** Absent in tests that build figures by hand. */
+  orderSweeps?: OrderSweepStats;
+  orders?: OrderStats;
 }
 
 export function registerAppMetrics(m: Metrics, f: AppFigures): void {
@@ -89,6 +94,24 @@ export function registerAppMetrics(m: Metrics, f: AppFigures): void {
     () => f.levelProbes(),
   );
   m.gaugeFrom('shardstock_level_checks_pending', 'Changed coupons waiting for their level-check probe', () => f.levelChecksPending());
+
+  const os = f.orderSweeps;
+  if (os) {
+    m.counterFrom('shardstock_order_sweeps_total', 'Order sweeps this instance ran', () => os.sweeps);
+    for (const how of ['abandoned', 'finished', 'expired'] as const)
+      m.counterFrom(
+        `shardstock_orders_${how}_by_sweeper_total`,
+        `Orders this instance's sweeper ended as ${how} (their caller died or left them)`,
+        () => os.ended[how],
+      );
+  }
+  const o = f.orders;
+  if (o)
+    m.counterFrom(
+      'shardstock_order_commits_undone_total',
+      'Order commits whose holds did not all outlive them (a stall beyond SHARDSTOCK_ORDER_COMMIT_MARGIN_MS): confirmed items given back; should stay 0',
+      () => o.undoneCommits,
+    );
 
   const busiest = () => f.watch.busiest(MAX_COUPON_SERIES).filter((b) => b.level !== undefined);
   m.labelledGaugeFrom(

@@ -310,6 +310,7 @@ describe('OrderService over fakes', () => {
     expect(await t.sweeper.sweep()).toBe(0);
     t.clock.advance(5_000 + SETTINGS.graceMs);
     expect(await t.sweeper.sweep()).toBe(1);
+    expect(t.sweeper.stats.ended.abandoned).toBe(1);
     expect((await t.records.read('o1'))?.state).toBe('aborted');
     expect(
       await t.orders.deductOrder(
@@ -483,6 +484,28 @@ describe('OrderService over fakes', () => {
       ),
     ).toMatchObject({ outcome: 'expired', replayed: true });
     expect(t.errors.map((e) => e.what)).toEqual(['order confirm']);
+    expect([t.orders.stats.undoneCommits, t.sweeper.stats.ended.finished]).toEqual([1, 1]);
+  });
+
+  it('when an order record is lost after its commit (a Redis node lost with it), then a retry follows the commit: it confirms the rest, or gives the confirmed items back when the rest expired', async () => {
+    const t = setup({ a: 5, b: 5, c: 5 });
+    const items: [string, number][] = [
+      ['a', 1],
+      ['b', 1],
+      ['c', 1],
+    ];
+    t.holds.failNext('confirm', 'o1:2');
+    await expect(t.orders.deductOrder(order('o1', items, 'u1', 60_000))).rejects.toThrow(/injected confirm/);
+    t.records.records.delete('o1');
+    expect(await t.orders.deductOrder(order('o1', items, 'u1', 60_000))).toMatchObject({ outcome: 'confirmed' });
+    for (const c of ['a', 'b', 'c']) expect(t.units(c)).toEqual({ available: 4, held: 0, deducted: 1 });
+
+    t.holds.failNext('confirm', 'o2:0');
+    await expect(t.orders.deductOrder(order('o2', items, 'u1', 4_000))).rejects.toThrow(/injected confirm/);
+    t.records.records.delete('o2');
+    t.clock.advance(60_000);
+    expect(await t.orders.deductOrder(order('o2', items, 'u1', 4_000))).toMatchObject({ outcome: 'expired' });
+    for (const c of ['a', 'b', 'c']) expect(t.units(c)).toEqual({ available: 4, held: 0, deducted: 1 });
   });
 
   it('when the holds of a DeductOrder would expire within the commit margin, then they are extended before the commit', async () => {
