@@ -3,8 +3,9 @@
 // publish and its XDEL), minus those already in the ledger (settled, not acked yet) and refused deductions
 // with their compensations (MySQL never applies them).
 //
-// Read order matters for a live coupon: Redis first, then JetStream, then MySQL, so an event moving along the
-// pipeline while it is counted is seen at least once and never counted as both settled and in flight.
+// Read order matters for a live coupon: Redis first, then JetStream, then MySQL's ledger, so an event moving
+// along the pipeline while it is counted is seen at least once and never counted as both settled and in
+// flight (Reconcile also reads MySQL's coupon row before all of these: reconciler.ts says why).
 import type { Coupon, InFlightCounter, ShardLevel } from '../../domain/ports.js';
 import { allShards } from '../../domain/routing.js';
 import { eventId, signedQuantity, type SettlementEvent } from '../event.js';

@@ -6,8 +6,14 @@
 //   redisDrift  = redisAvailable - (settledRemaining - inFlightNet)
 //                 what Redis holds against what MySQL says is left minus what is still on its way there.
 //
-// The three systems cannot be read at one instant: on a coupon under load a non-zero drift can be a
-// snapshot artefact, which is why the periodic reconciler only complains about drift that persists.
+// The three systems cannot be read at one instant, so the reads are ordered to make every snapshot artefact
+// NEGATIVE (Redis looks lower than its bound, the safe side): MySQL's coupon row first, then Redis and
+// JetStream, then MySQL again. Units leave Redis before they leave MySQL (deductions), so the bound takes
+// settled deductions from the first read: one settled after it is either still a candidate (excluded from
+// in flight by the second read) or already in Redis's lower level — Redis can only look low. Units come back
+// to MySQL before or after Redis (restocks, compensations), so the bound takes those from the second read.
+// A positive redisDrift is therefore never a timing artefact; a negative one on a busy coupon can be, which
+// is why the periodic reconciler only complains about drift that persists.
 import { DomainError, notFound } from '../../domain/errors.js';
 import type { Coupon, CouponRecovery, RecoveryReport } from '../../domain/ports.js';
 import type { Reconciliation } from '../../domain/reconcile-types.js';
@@ -38,6 +44,8 @@ export class Reconciler {
       }
       repair = r.report;
     }
+    const before = await this.ledger.reconcileView(couponId, []);
+    if (!before) throw notFound(`coupon ${couponId} does not exist`);
     const snap = await this.inFlight.snapshot(coupon);
     const view = await this.ledger.reconcileView(couponId, InFlight.candidates(snap));
     if (!view) throw notFound(`coupon ${couponId} does not exist`);
@@ -53,7 +61,9 @@ export class Reconciler {
     }
     const { settledRemaining, totalStock } = view.coupon;
     const ledgerDrift = settledRemaining - (totalStock - view.sums.deducted + view.sums.compensated);
-    const redisDrift = redisAvailable - (settledRemaining - flight.net);
+    const bound =
+      before.coupon.settledRemaining + (view.sums.compensated - before.sums.compensated) + (view.sums.restocked - before.sums.restocked);
+    const redisDrift = redisAvailable - (bound - flight.net);
     return {
       couponId,
       totalStock,
