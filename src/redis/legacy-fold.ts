@@ -19,7 +19,7 @@ export async function foldLegacyLayout(redis: Cluster, namespace: string, window
   const marker = layoutMarkerKey(namespace);
   if ((await redis.get(marker)) === LAYOUT) return { scanned: false, folded: 0 };
   const scripts = new Scripts(redis, namespace, windowS);
-  const legacy = new RegExp(`^${escape(namespace)}:\\{([^}]+)\\}:(req|claim|user):(.+)$`);
+  const legacy = new RegExp(`^${escapeRegExp(namespace)}:\\{([^}]+)\\}:(req|claim|user):(.+)$`);
   let folded = 0;
   for (const node of redis.nodes('master')) {
     let cursor = '0';
@@ -35,6 +35,6 @@ export async function foldLegacyLayout(redis: Cluster, namespace: string, window
   return { scanned: true, folded };
 }
 
-function escape(s: string): string {
+function escapeRegExp(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
