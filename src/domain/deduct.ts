@@ -146,8 +146,8 @@ export class DeductService {
     let want = quantity;
     const req = { requestId, userId, quantity, perUserLimit: limit };
     // Move ids must be new on every call: a retry reusing one would find its credit applied and skip it,
-    // destroying the units it had just taken.
-    const attempt = randomBytes(6).toString('base64url');
+    // destroying the units it had just taken. Made on the first fallback only: most calls never move units.
+    let attempt: string | undefined;
     let credits: Credit[] = [];
     let creditEpoch = '';
     let moved: { source: number; moveId: string }[] = [];
@@ -222,7 +222,7 @@ export class DeductService {
             want = plan.shrinkTo;
             continue;
           }
-          const taken = await this.moveIn(coupon, home, moveRound(requestId, attempt, round), plan);
+          const taken = await this.moveIn(coupon, home, moveRound(requestId, (attempt ??= randomBytes(6).toString('base64url')), round), plan);
           credits = taken.credits;
           moved = taken.moved;
           creditEpoch = r.epoch;
