@@ -304,9 +304,14 @@ describe('orders', () => {
     expect(whole).toBeGreaterThan(0);
     // The odd orders the dead instance left undecided were ended by the surviving instances' sweepers.
     // (Their holds can expire before the next order sweep gets to the record: waited for, not assumed.)
-    const swept = () =>
-      [a, b].reduce((n, t) => n + t.app.orderSweeper.stats.ended.abandoned + t.app.orderSweeper.stats.ended.finished, 0);
-    await waitFor('the sweepers end an order the dead instance left', async () => swept(), (n) => n > 0, 15_000, 100);
+    const swept = () => [a, b].reduce((n, t) => n + t.app.orderSweeper.stats.ended.abandoned + t.app.orderSweeper.stats.ended.finished, 0);
+    await waitFor(
+      'the sweepers end an order the dead instance left',
+      async () => swept(),
+      (n) => n > 0,
+      15_000,
+      100,
+    );
     expect(await Promise.all(ids.map(level))).toEqual(stocks.map((s) => ({ available: s - whole, held: 0, deducted: whole })));
 
     // A retry of every order now answers what happened and takes nothing twice. (An order nobody decided yet

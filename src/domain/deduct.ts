@@ -222,7 +222,8 @@ export class DeductService {
             want = plan.shrinkTo;
             continue;
           }
-          const taken = await this.moveIn(coupon, home, moveRound(requestId, (attempt ??= randomBytes(6).toString('base64url')), round), plan);
+          attempt ??= randomBytes(6).toString('base64url');
+          const taken = await this.moveIn(coupon, home, moveRound(requestId, attempt, round), plan);
           credits = taken.credits;
           moved = taken.moved;
           creditEpoch = r.epoch;
