@@ -15,7 +15,8 @@ let a: TestApp;
 const admins: Redis[] = [];
 beforeAll(async () => {
   a = await startTestApp({ SHARDSTOCK_WORKERS: 'relay,settle', SHARDSTOCK_INSTANCE_ID: 'atk-batch' });
-  for (const node of a.app.redis.nodes('master')) admins.push(new Redis({ host: node.options.host, port: node.options.port, lazyConnect: false }));
+  for (const node of a.app.redis.nodes('master'))
+    admins.push(new Redis({ host: node.options.host, port: node.options.port, lazyConnect: false }));
 });
 afterAll(async () => {
   for (const r of admins) r.disconnect();
@@ -82,7 +83,9 @@ describe('attack: connections killed under group commit', () => {
     // Limited coupon: 60 users each try 5 requests of 1 unit (limit 3), each request sent twice.
     const users = Array.from({ length: 60 }, (_, u) => `lu${u}`);
     const limCalls = users.flatMap((u) =>
-      Array.from({ length: 5 }, (_, k) => Promise.all([deduct(lim, `${u}-${k}`, u), deduct(lim, `${u}-${k}`, u)]).then((rs) => ({ u, rs }))),
+      Array.from({ length: 5 }, (_, k) =>
+        Promise.all([deduct(lim, `${u}-${k}`, u), deduct(lim, `${u}-${k}`, u)]).then((rs) => ({ u, rs })),
+      ),
     );
     // The kills stop after a while: from then on every call must get its answer.
     const stopped = sleep(3_000).then(() => kill.stop());

@@ -128,14 +128,23 @@ describe('attack: one hold ended many ways at once', () => {
       expect([r.outcome, r.replayed]).toEqual([ConfirmOutcome.CONFIRMED, true]);
     }
     level = (await a.client.getStock({ couponId })).level!;
-    expect([level.held, level.deducted, level.available]).toEqual([0n, BigInt(keptUnits - backUnits), BigInt(total - keptUnits + backUnits)]);
+    expect([level.held, level.deducted, level.available]).toEqual([
+      0n,
+      BigInt(keptUnits - backUnits),
+      BigInt(total - keptUnits + backUnits),
+    ]);
 
     // Per-user counts: a user whose units are all back can take the full limit again; one still holding k
     // confirmed units can take exactly LIMIT - k (and not one more).
     const stillKept = (i: number) => (kept.has(i) && !back.includes(i) ? kept.get(i)! : 0);
     const after = await Promise.all(
       Array.from({ length: N }, async (_, i) => {
-        const over = await a.client.deduct({ couponId, requestId: `over${i}`, userId: user(i), quantity: BigInt(LIMIT - stillKept(i) + 1) });
+        const over = await a.client.deduct({
+          couponId,
+          requestId: `over${i}`,
+          userId: user(i),
+          quantity: BigInt(LIMIT - stillKept(i) + 1),
+        });
         const fit = await b.client.deduct({ couponId, requestId: `fit${i}`, userId: user(i), quantity: BigInt(LIMIT - stillKept(i)) });
         return [over.outcome, fit.outcome];
       }),
