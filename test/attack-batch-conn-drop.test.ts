@@ -7,7 +7,7 @@
 // twice, no user above the limit, Redis and MySQL agree.
 import Redis from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { CompensateOutcome, ConfirmOutcome, DeductOutcome, ReleaseOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures, settled, sleep } from './support/settlement.js';
 
@@ -142,4 +142,46 @@ describe('attack: connections killed under group commit', () => {
     expect([ll.deductRows, ll.duplicates]).toEqual([limDeducted.size, 0]);
     expect([rf.consistent, rf.redisDrift, rl.consistent, rl.redisDrift]).toEqual([true, 0n, true, 0n]);
   }, 60_000);
+
+  it('when the master connections are killed again and again while holds are taken (with fallbacks), confirmed and released, then exactly the stock is held, each hold ends once, and the ledger has one row per confirmed hold', async () => {
+    const couponId = uniqueId('abh');
+    const TOTAL = 120;
+    await a.client.createCoupon({ couponId, totalStock: BigInt(TOTAL), shardCount: 4 });
+    errors.length = 0;
+    let kill = killer();
+    let stopped = sleep(2_000).then(() => kill.stop());
+    // 200 Reserves of one unit for 120 units: the shards run dry unevenly, so later ones fall back.
+    const reserved = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => known(() => a.client.reserve({ couponId, requestId: `r${i}`, quantity: 1n, ttlMs: 60_000 }))),
+    );
+    let kills = await stopped;
+    const held = reserved.filter((r) => r.outcome === ReserveOutcome.HELD).map((r) => r.hold!.holdId);
+    expect(held).toHaveLength(TOTAL);
+    expect(new Set(held).size).toBe(TOTAL);
+    expect((await a.client.getStock({ couponId })).level!.held).toBe(BigInt(TOTAL));
+
+    kill = killer();
+    stopped = sleep(2_000).then(() => kill.stop());
+    const ends = await Promise.all(
+      held.map((holdId, i) =>
+        i % 2
+          ? known(() => a.client.confirm({ target: { case: 'holdId', value: holdId } })).then((r) => r.outcome === ConfirmOutcome.CONFIRMED)
+          : known(() => a.client.release({ target: { case: 'holdId', value: holdId } })).then((r) => {
+              expect([ReleaseOutcome.RELEASED, ReleaseOutcome.ALREADY_RELEASED]).toContain(r.outcome);
+              return false;
+            }),
+      ),
+    );
+    kills += await stopped;
+    expect(kills).toBeGreaterThan(0);
+    expect(errors.length).toBeGreaterThan(0);
+    const confirmed = ends.filter(Boolean).length;
+    expect(confirmed).toBe(TOTAL / 2);
+    const level = (await a.client.getStock({ couponId })).level!;
+    expect([level.held, level.deducted, level.available]).toEqual([0n, BigInt(confirmed), BigInt(TOTAL - confirmed)]);
+    const rec = await settled(a.client, couponId);
+    const fig = await ledgerFigures(a.app, couponId);
+    expect([fig.deductRows, fig.deductUnits, fig.duplicates, fig.remaining]).toEqual([confirmed, confirmed, 0, TOTAL - confirmed]);
+    expect([rec.consistent, rec.redisDrift, rec.redisHeld]).toEqual([true, 0n, 0n]);
+  }, 40_000);
 });
