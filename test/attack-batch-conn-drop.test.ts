@@ -5,7 +5,7 @@
 // answered as a replay. Every caller retries an unknown outcome with the same request id, as a client does.
 // Exact: DEDUCT rows == request ids answered DEDUCTED, COMPENSATE rows == ids answered COMPENSATED, no id
 // twice, no user above the limit, Redis and MySQL agree.
-import Redis from 'ioredis';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CompensateOutcome, ConfirmOutcome, DeductOutcome, ReleaseOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
