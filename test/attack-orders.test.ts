@@ -220,4 +220,64 @@ describe('attack: orders', () => {
     const lx = await ledgerFigures(a.app, x);
     expect([lx.deductRows, lx.compensateRows, lx.duplicates]).toEqual([3, 1, 0]);
   }, 30_000);
+
+  it('when Confirm, Release, ExtendHold and Compensate of the same reserved order race from two instances, then each order ends taken once or empty, and a compensated order gives every unit back once', async () => {
+    const [x, y] = [uniqueId('aor'), uniqueId('aot')];
+    await a.client.createCoupon({ couponId: x, totalStock: 500n, shardCount: 4 });
+    await a.client.createCoupon({ couponId: y, totalStock: 500n, shardCount: 3 });
+    const items = [
+      { couponId: x, quantity: 2n },
+      { couponId: y, quantity: 1n },
+    ];
+    const N = 60;
+    const ids = Array.from({ length: N }, (_, i) => uniqueId(`orc${i}`));
+    const held = await Promise.all(ids.map((requestId) => a.client.reserveOrder({ requestId, items, ttlMs: 30_000 })));
+    expect(held.map((h) => h.outcome)).toEqual(Array(N).fill(OrderOutcome.RESERVED));
+    const results = await Promise.all(
+      ids.map(async (orderId, i) => {
+        const target = { case: 'orderId' as const, value: orderId };
+        const pick = () => (Math.random() < 0.5 ? a : b);
+        const calls = [
+          () => pick().client.confirm({ target }),
+          () => pick().client.release({ target }),
+          () => pick().client.extendHold({ target, ttlMs: 40_000 }),
+          () => pick().client.compensate({ orderId, reason: 'race' }),
+        ];
+        // Different order per order id, so each kind is sometimes first.
+        const started = calls.map((_, k) => k).sort(() => Math.random() - 0.5);
+        const out: Promise<unknown>[] = [];
+        for (const k of started) out[k] = calls[k]!().catch((e: ServiceError) => e);
+        const [c, r] = (await Promise.all(out)) as [{ outcome: ConfirmOutcome }, { outcome: ReleaseOutcome }];
+        // Then a Compensate of every confirmed order, twice at once.
+        const conf = c.outcome === ConfirmOutcome.CONFIRMED;
+        const comps = conf ? await Promise.all([a, b].map((t) => t.client.compensate({ orderId, reason: 'refund' }))) : [];
+        return { i, conf, rel: r.outcome, comps };
+      }),
+    );
+    let confirmed = 0;
+    for (const { i, conf, rel, comps } of results) {
+      if (conf) {
+        confirmed++;
+        expect(rel, ids[i]).toBe(ReleaseOutcome.CONFIRMED);
+        // Exactly one of the two final compensations (plus the racing one) gave the units back.
+        for (const cr of comps) expect([1, 2], ids[i]).toContain(cr.outcome);
+      } else expect([ReleaseOutcome.RELEASED, ReleaseOutcome.ALREADY_RELEASED], ids[i]).toContain(rel);
+    }
+    expect(confirmed).toBeGreaterThan(0);
+    expect(confirmed).toBeLessThan(N);
+    // Every order is back: confirmed ones compensated, the others released.
+    expect(await level(x)).toEqual([500, 0, 0]);
+    expect(await level(y)).toEqual([500, 0, 0]);
+    const [sx, sy] = await Promise.all([settled(a.client, x), settled(a.client, y)]);
+    const [fx, fy] = await Promise.all([ledgerFigures(a.app, x), ledgerFigures(a.app, y)]);
+    expect([fx.deductRows, fx.deductUnits, fx.compensateRows, fx.compensateUnits, fx.duplicates]).toEqual([
+      confirmed,
+      2 * confirmed,
+      confirmed,
+      2 * confirmed,
+      0,
+    ]);
+    expect([fy.deductRows, fy.compensateRows, fy.duplicates]).toEqual([confirmed, confirmed, 0]);
+    expect([sx.consistent, sx.redisDrift, sy.consistent, sy.redisDrift]).toEqual([true, 0n, true, 0n]);
+  }, 40_000);
 });
