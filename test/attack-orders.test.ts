@@ -280,4 +280,32 @@ describe('attack: orders', () => {
     expect([fy.deductRows, fy.compensateRows, fy.duplicates]).toEqual([confirmed, confirmed, 0]);
     expect([sx.consistent, sx.redisDrift, sy.consistent, sy.redisDrift]).toEqual([true, 0n, true, 0n]);
   }, 40_000);
+
+  it('when one user places 20 orders at once from two instances and the per-user limit lets only 3 through, then exactly 3 are taken and the others leave nothing held', async () => {
+    const [x, y] = [uniqueId('aou'), uniqueId('aov')];
+    await a.client.createCoupon({ couponId: x, totalStock: 100n, shardCount: 4, perUserLimit: 3 });
+    await a.client.createCoupon({ couponId: y, totalStock: 100n, shardCount: 2 });
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        (i % 2 ? a : b).client.deductOrder({
+          requestId: uniqueId(`ou${i}`),
+          userId: 'one-user',
+          items: [
+            { couponId: y, quantity: 2n },
+            { couponId: x, quantity: 1n },
+          ],
+        }),
+      ),
+    );
+    const won = answers.filter((r) => r.outcome === OrderOutcome.DEDUCTED).length;
+    expect(won).toBe(3);
+    for (const r of answers.filter((r) => r.outcome !== OrderOutcome.DEDUCTED)) {
+      expect(r.outcome).toBe(OrderOutcome.REFUSED);
+      expect([r.refusal?.itemIndex, r.refusal?.reason]).toEqual([1, ItemRefusalReason.USER_LIMIT_EXCEEDED]);
+    }
+    expect(await level(x)).toEqual([97, 0, 3]);
+    expect(await level(y)).toEqual([94, 0, 6]);
+    const [sx, sy] = await Promise.all([settled(a.client, x), settled(a.client, y)]);
+    expect([sx.ledgerDeducted, sy.ledgerDeducted, sx.consistent, sy.consistent]).toEqual([3n, 6n, true, true]);
+  });
 });
