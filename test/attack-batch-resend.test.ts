@@ -4,7 +4,7 @@
 // ioredis's "Connection is closed." error. The re-sent batch must answer every request as a replay of what the
 // first run did — no unit deducted twice, no compensation given twice, no per-user count counted twice.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ShardRef } from '../src/domain/ports.js';
+import type { DeductScriptInput, ShardRef } from '../src/domain/ports.js';
 import { type BatchOp, type BatchReply, Scripts } from '../src/redis/scripts.js';
 import { ShardBatcher } from '../src/redis/shard-batcher.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
@@ -33,9 +33,11 @@ class LosingReplies extends Scripts {
   }
 }
 
-const D = (requestId: string, userId = '', quantity = 1, perUserLimit = 0): BatchOp => ({
-  op: 'D',
-  input: { requestId, userId, quantity, perUserLimit },
+const D = (requestId: string, userId: string, quantity: number, perUserLimit: number): DeductScriptInput => ({
+  requestId,
+  userId,
+  quantity,
+  perUserLimit,
 });
 
 describe('attack: a batch that ran but lost its reply is re-sent', () => {
@@ -52,12 +54,12 @@ describe('attack: a batch that ran but lost its reply is re-sent', () => {
       afterWrite: async () => {},
     });
     const calls = [
-      batcher.deduct(shard, D('x', 'u1', 2, 3).input),
+      batcher.deduct(shard, D('x', 'u1', 2, 3)),
       batcher.compensate(shard, 'x', 'refund', true),
-      batcher.deduct(shard, D('y', 'u1', 1, 3).input), // u1 at 1 after x was given back: fits
-      batcher.deduct(shard, D('y', 'u1', 1, 3).input), // the same id again
-      batcher.deduct(shard, D('z', 'u1', 3, 3).input), // would pass the limit of 3 (1 + 3)
-      batcher.deduct(shard, D('w', 'u2', 3, 3).input), // exactly at the limit
+      batcher.deduct(shard, D('y', 'u1', 1, 3)), // u1 at 1 after x was given back: fits
+      batcher.deduct(shard, D('y', 'u1', 1, 3)), // the same id again
+      batcher.deduct(shard, D('z', 'u1', 3, 3)), // would pass the limit of 3 (1 + 3)
+      batcher.deduct(shard, D('w', 'u2', 3, 3)), // exactly at the limit
     ];
     const replies = await Promise.all(calls);
     expect(scripts.calls).toBe(2); // sent, then re-sent once

@@ -5,7 +5,7 @@
 // hold. After it: no lost hold is ever confirmed, every order is whole or empty, no unit counted twice, and
 // Redis, MySQL and Reconcile agree to the unit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfirmOutcome, DeductOutcome, OrderOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { ConfirmOutcome, DeductOutcome, OrderOutcome, ReleaseOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { parseHoldId } from '../src/domain/holds.js';
 import { homeShard, shardRef } from '../src/domain/routing.js';
 import { firstBucket } from '../src/redis/keys.js';
@@ -128,4 +128,47 @@ describe('attack: recovery with holds and orders open', () => {
       0n,
     ]);
   }, 50_000);
+});
+
+describe('attack: per-user counts across a rebuild', () => {
+  it('when only a shard hash is lost while users hold units there, then after the rebuild those stale holds no longer count toward the users limits: each user can take exactly the limit', async () => {
+    const c = uniqueId('aru');
+    const LIMIT = 3;
+    await a.client.createCoupon({ couponId: c, totalStock: 60n, shardCount: 2, perUserLimit: LIMIT });
+    const coupon = (await a.app.repo.find(c))!;
+    // Users on shard 0: one with only a hold, one with a settled deduction and a hold.
+    const users: string[] = [];
+    for (let i = 0; users.length < 2; i++) if (homeShard(coupon, '', `ru${i}`) === 0) users.push(`ru${i}`);
+    const [holder, mixed] = users as [string, string];
+    expect((await a.client.reserve({ couponId: c, requestId: 'hold-only', userId: holder, quantity: 2n, ttlMs: 60_000 })).outcome).toBe(1);
+    expect((await a.client.deduct({ couponId: c, requestId: 'mixed-d', userId: mixed, quantity: 1n })).outcome).toBe(
+      DeductOutcome.DEDUCTED,
+    );
+    expect((await a.client.reserve({ couponId: c, requestId: 'mixed-h', userId: mixed, quantity: 2n, ttlMs: 60_000 })).outcome).toBe(1);
+    await settled(a.client, c);
+    // The shard's hash alone goes (its records, holds and user counts survive).
+    await a.app.redis.del(a.app.store.keys(shardRef(coupon, 0)).shard);
+    const rec = await a.client.reconcile({ couponId: c, repair: true });
+    expect(rec.repair!.rebuiltShards).toEqual([0]);
+    expect([rec.consistent, rec.redisAvailable, rec.redisHeld]).toEqual([true, 59n, 0n]);
+    // The stale holds end without giving anything back (the rebuild did)...
+    for (const h of ['hold-only', 'mixed-h']) {
+      const r = await b.client.release({ target: { case: 'holdId', value: `${c}/0/${h}` } });
+      expect([r.outcome, r.released], h).toEqual([ReleaseOutcome.EXPIRED, 0n]);
+    }
+    // ...and no longer count for their users: the holder can take the whole limit, the other the limit minus
+    // its deduction; one more is refused.
+    expect((await a.client.deduct({ couponId: c, requestId: 'h-fill', userId: holder, quantity: BigInt(LIMIT) })).outcome).toBe(
+      DeductOutcome.DEDUCTED,
+    );
+    expect((await a.client.deduct({ couponId: c, requestId: 'm-fill', userId: mixed, quantity: BigInt(LIMIT - 1) })).outcome).toBe(
+      DeductOutcome.DEDUCTED,
+    );
+    for (const u of users)
+      expect((await b.client.deduct({ couponId: c, requestId: `${u}-over`, userId: u, quantity: 1n })).outcome, u).toBe(
+        DeductOutcome.USER_LIMIT_EXCEEDED,
+      );
+    const done = await settled(a.client, c);
+    expect([done.consistent, done.redisDrift, done.ledgerDeducted]).toEqual([true, 0n, BigInt(2 * LIMIT)]);
+  });
 });
