@@ -14,7 +14,13 @@ import { ledgerFigures, settled, sleep } from './support/settlement.js';
 let a: TestApp;
 const admins: Redis[] = [];
 beforeAll(async () => {
-  a = await startTestApp({ SHARDSTOCK_WORKERS: 'relay,settle', SHARDSTOCK_INSTANCE_ID: 'atk-batch' });
+  // sweep: a fallback move whose connection was killed after its move-out leaves units in transit; the move
+  // sweeper brings them back (without it, Deducts wait for them and end ABORTED, retried forever).
+  a = await startTestApp({
+    SHARDSTOCK_WORKERS: 'relay,settle,sweep',
+    SHARDSTOCK_SWEEP_INTERVAL_MS: '300',
+    SHARDSTOCK_INSTANCE_ID: 'atk-batch',
+  });
   for (const node of a.app.redis.nodes('master'))
     admins.push(new Redis({ host: node.options.host, port: node.options.port, lazyConnect: false }));
 });
@@ -73,7 +79,8 @@ describe('attack: connections killed under group commit', () => {
     const kill = killer();
     const deduct = (couponId: string, requestId: string, userId = '', quantity = 1n) =>
       known(() => a.client.deduct({ couponId, requestId, userId, quantity }, { deadlineMs: 5_000 }));
-    const compensate = (couponId: string, requestId: string) => known(() => a.client.compensate({ couponId, requestId, reason: 'atk' }));
+    const compensate = (couponId: string, requestId: string) =>
+      known(() => a.client.compensate({ couponId, requestId, reason: 'atk' }, { deadlineMs: 5_000 }));
 
     // Free coupon: 500 ids for 300 units, each sent twice at once; every 5th also compensated at once.
     const ids = Array.from({ length: 500 }, (_, i) => `f${i}`);
