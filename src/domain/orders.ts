@@ -208,7 +208,14 @@ export class OrderService {
         const holds = await Promise.all(record.items.map((_, i) => this.d.holds.get(this.holdKey(record, i))));
         const running = holds.filter((h) => h?.state === 'held').map((h) => h!.expiresAtMs);
         if (running.length > 0) return { nextAtMs: Math.max(...running) + grace };
-        if (holds.some((h) => h?.state === 'confirmed')) return { ended: 'tidied' };
+        // Items confirmed by their hold ids (behind the order's back): all of them → the order is whole, so it
+        // is recorded as committed and confirmed; only some → it is aborted and those are given back
+        // (releaseAll), never left half taken.
+        if (holds.every((h) => h?.state === 'confirmed')) {
+          const c = await this.d.records.move(orderId, ['held'], 'committed', now);
+          await this.follow(decided(c, orderId), true, []);
+          return { ended: 'finished' };
+        }
         const r = await this.d.records.move(orderId, ['held'], 'aborted', now, { set: { abort: 'expired' } });
         await this.follow(decided(r, orderId), true, []);
         return { ended: r.kind === 'moved' ? 'expired' : 'tidied' };
@@ -311,6 +318,9 @@ export class OrderService {
         if (known > needUntil) return known;
         const r = await this.d.holds.extend(this.holdKey(record, i), Math.max(record.ttlMs, s.commitMarginMs + s.finishAfterMs + 1000));
         if (r.hold) seen[i] = r.hold;
+        // Confirmed already (by its hold id): it cannot expire any more, so it never stands in a commit's way;
+        // treating it as ended would abort an order whose items are taken.
+        if (r.end === 'confirmed') return needUntil + 1;
         return r.end === 'extended' && r.hold ? r.hold.expiresAtMs : null;
       }),
     );
@@ -379,8 +389,13 @@ export class OrderService {
   private async releaseAll(record: OrderRecord, seen: Seen): Promise<void> {
     try {
       await this.each(record, async (hold, i) => {
-        const r = await this.d.holds.release(hold, `order ${record.orderId} ${record.abort ?? 'aborted'}`);
+        const why = `order ${record.orderId} ${record.abort ?? 'aborted'}`;
+        const r = await this.d.holds.release(hold, why);
         if (r.hold) seen[i] = r.hold;
+        // An item of an aborted order can only be confirmed by its hold id (Confirm with the item's hold_id,
+        // behind the order's back). Leaving it would leave the order half taken while it says nothing was:
+        // ABORTED means empty, so it is given back (idempotent, like every step after a decision).
+        if (r.end === 'confirmed') await this.d.holds.compensate(hold, why);
       });
       await this.d.records.unschedule(record.orderId);
     } catch (err) {

@@ -314,7 +314,8 @@ export class CouponRecoveryService implements CouponRecovery {
         perUserShard.set(home, m);
         users++;
       }
-      for (const [index, m] of perUserShard) await this.d.store.restoreUserCounts(shards[index]!, m);
+      // Every rebuilt shard, also one none of whose users holds anything: its surviving counts are replaced.
+      for (const index of rebuilt) await this.d.store.restoreUserCounts(shards[index]!, perUserShard.get(index) ?? new Map());
       const claims = new Map<number, { requestId: string; value: string }[]>();
       for (const rec of byRequest.values()) {
         const at = claimShard(coupon, rec.requestId);

@@ -65,11 +65,15 @@ export class RedisRecoveryStore {
     return written;
   }
 
-  /** The units each user holds of the coupon (limited coupons), on the user's home shard. */
+  /** Replaces a rebuilt shard's user counts (limited coupons) with the units each user holds of the coupon.
+   * Replaced, not merged: when only the shard's hash was lost, its user counts survive and still include the
+   * units of its open holds; those holds are stale after the rebuild (they end without giving anything back),
+   * so a count kept from them would refuse their users forever. The shard is paused while this runs. */
   async restoreUserCounts(shard: ShardRef, users: Map<string, number>): Promise<void> {
     const k = this.scripts.keys(shard);
+    await this.redis.unlink(k.users);
     await inChunks([...users], ([user, held]) => this.redis.hset(k.users, user, Math.max(0, held)));
-    if (users.size > 0) await this.replicated(k.shard);
+    await this.replicated(k.shard);
   }
 
   /** Claims "user|quantity" on the request's own shard (limited coupons), never replacing one; kept for a

@@ -1,0 +1,77 @@
+// Attack on ShardBatcher's re-send (src/redis/shard-batcher.ts): a batch whose connection closed is sent again.
+// The worst case for that re-send is a batch that DID run on the server and only lost its reply. Simulated
+// here on the real cluster: the first shard-batch-7.lua call runs for real, then its reply is replaced by
+// ioredis's "Connection is closed." error. The re-sent batch must answer every request as a replay of what the
+// first run did — no unit deducted twice, no compensation given twice, no per-user count counted twice.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DeductScriptInput, ShardRef } from '../src/domain/ports.js';
+import { type BatchOp, type BatchReply, Scripts } from '../src/redis/scripts.js';
+import { ShardBatcher } from '../src/redis/shard-batcher.js';
+import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+
+let a: TestApp;
+beforeAll(async () => {
+  a = await startTestApp({ SHARDSTOCK_INSTANCE_ID: 'atk-resend' });
+});
+afterAll(async () => {
+  await a?.close();
+});
+
+/** Runs every batch for real; the first `lose` of them then lose their reply as a closed connection would. */
+class LosingReplies extends Scripts {
+  calls = 0;
+  constructor(
+    app: TestApp,
+    private lose: number,
+  ) {
+    super(app.app.redis, app.namespace, app.app.config.idempotencyWindowS);
+  }
+  override async shardBatch(shard: ShardRef, ops: readonly BatchOp[], vouch: boolean): Promise<BatchReply[]> {
+    const replies = await super.shardBatch(shard, ops, vouch);
+    if (this.calls++ < this.lose) throw new Error('Connection is closed.');
+    return replies;
+  }
+}
+
+const D = (requestId: string, userId: string, quantity: number, perUserLimit: number): DeductScriptInput => ({
+  requestId,
+  userId,
+  quantity,
+  perUserLimit,
+});
+
+describe('attack: a batch that ran but lost its reply is re-sent', () => {
+  it('when the re-sent batch mixes deducts, a compensate of the same id, duplicates and a per-user limit edge, then each request is applied once and answered as a replay of it', async () => {
+    const id = uniqueId('rs');
+    const shard: ShardRef = { couponId: id, index: 0, tag: `${id}#0.0` };
+    const scripts = new LosingReplies(a, 1);
+    await scripts.shardInit(shard, 10, 0);
+    const batcher = new ShardBatcher(scripts, {
+      max: 64,
+      waitUs: 0,
+      vouch: false,
+      beforeWrite: () => undefined,
+      afterWrite: async () => {},
+    });
+    const calls = [
+      batcher.deduct(shard, D('x', 'u1', 2, 3)),
+      batcher.compensate(shard, 'x', 'refund', true),
+      batcher.deduct(shard, D('y', 'u1', 1, 3)), // u1 at 1 after x was given back: fits
+      batcher.deduct(shard, D('y', 'u1', 1, 3)), // the same id again
+      batcher.deduct(shard, D('z', 'u1', 3, 3)), // would pass the limit of 3 (1 + 3)
+      batcher.deduct(shard, D('w', 'u2', 3, 3)), // exactly at the limit
+    ];
+    const replies = await Promise.all(calls);
+    expect(scripts.calls).toBe(2); // sent, then re-sent once
+    // The first run did everything; the re-send found it done.
+    expect(replies.map((r) => r.kind)).toEqual(['replay', 'already', 'replay', 'replay', 'user_limit', 'replay']);
+    const k = scripts.keys(shard);
+    const level = await a.app.redis.hgetall(k.shard);
+    // 10 − x (2, given back) − y (1) − w (3) = 6; net 4.
+    expect([Number(level.avail), Number(level.net)]).toEqual([6, 4]);
+    expect(await a.app.redis.hgetall(k.users)).toEqual({ u1: '1', u2: '3' });
+    // One outbox event per change: D x, C x, D y, D w.
+    const events = (await a.app.redis.xrange(k.outbox, '-', '+')).map(([, f]) => `${f[1]}:${f[5]}`);
+    expect(events).toEqual(['D:x', 'C:x', 'D:y', 'D:w']);
+  });
+});
