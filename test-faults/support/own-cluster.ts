@@ -157,7 +157,10 @@ export class OwnCluster {
           if (!(await cli(p, 'cluster', 'info')).includes('cluster_state:ok')) return false;
           if (!info.includes('role:master') && !info.includes('master_link_status:up')) return false;
         }
-        return true;
+        // cluster_state:ok on each node is not enough after a reshuffle: until every node names the same master
+        // for every slot, a client can be bounced between them (MOVED ping-pong) and give up.
+        const views = await Promise.all(this.ports.map(async (p) => slotOwners(await cli(p, 'cluster', 'nodes'))));
+        return new Set(views).size === 1;
       },
       timeoutMs,
     );
@@ -177,4 +180,15 @@ export class OwnCluster {
       rmSync(this.dir(port), { recursive: true, force: true });
     }
   }
+}
+
+/** The masters with their slot ranges as one node's CLUSTER NODES sees them, in a comparable form. */
+function slotOwners(clusterNodes: string): string {
+  return clusterNodes
+    .split('\n')
+    .map((l) => l.trim().split(' '))
+    .filter((f) => f.length > 8 && f[2]!.includes('master') && !f[2]!.includes('fail'))
+    .map((f) => `${f[1]!.split('@')[0]} ${f.slice(8).join(',')}`)
+    .sort()
+    .join(';');
 }
