@@ -42,6 +42,7 @@
     {-8 }                              the caller's clock is more than half a window off the server's: nothing
                                        changed
 ]]
+-- @include credits
 -- @include paused-for
 -- @include buckets
 -- @include shard-ops
@@ -71,17 +72,6 @@ local slot = writeSlot(windowSec, firstBucket)
 if not slot then return { -8 } end
 
 -- Credits first: units moved here for this request must land even when it turns out to be a replay.
-if #ARGV >= 14 then
-  if (redis.call('HGET', shardKey, 'ep') or '') ~= ARGV[12] then
-    return { -7 }
-  end
-  for i = 13, #ARGV - 1, 2 do
-    if not redis.call('ZSCORE', creditsKey, ARGV[i]) then
-      redis.call('HINCRBY', shardKey, 'avail', ARGV[i + 1])
-      redis.call('ZADD', creditsKey, nowMs, ARGV[i])
-    end
-  end
-  redis.call('ZREMRANGEBYSCORE', creditsKey, '-inf', nowMs - creditRetentionMs)
-end
+if not applyCredits(shardKey, creditsKey, ARGV[12], 13, nowMs, creditRetentionMs) then return { -7 } end
 
 return deductRecorded(requestId, field, userId, quantity, limit, windowSec, firstBucket, slot, shardIndex, couponId, nowMs)

@@ -38,6 +38,7 @@
     {-7 }                              stale credits (as deduct-7.lua)
     {-8 }                              the caller's clock is more than half a window off the server's
 ]]
+-- @include credits
 -- @include paused-for
 -- @include buckets
 -- @include hold-record
@@ -64,18 +65,7 @@ if wait > 0 then return { -5, wait } end
 local slot = writeSlot(windowSec, firstBucket)
 if not slot then return { -8 } end
 
-if #ARGV >= 14 then
-  if (redis.call('HGET', shardKey, 'ep') or '') ~= ARGV[12] then
-    return { -7 }
-  end
-  for i = 13, #ARGV - 1, 2 do
-    if not redis.call('ZSCORE', creditsKey, ARGV[i]) then
-      redis.call('HINCRBY', shardKey, 'avail', ARGV[i + 1])
-      redis.call('ZADD', creditsKey, tonumber(nowMs), ARGV[i])
-    end
-  end
-  redis.call('ZREMRANGEBYSCORE', creditsKey, '-inf', tonumber(nowMs) - creditRetentionMs)
-end
+if not applyCredits(shardKey, creditsKey, ARGV[12], 13, tonumber(nowMs), creditRetentionMs) then return { -7 } end
 
 local packed = findField(2, field)
 if packed then

@@ -36,7 +36,17 @@ async function flushAllMasters(): Promise<void> {
 /** Which of the coupon's shard hashes exist right now. */
 async function shardsPresent(couponId: string): Promise<boolean[]> {
   const coupon = (await a.app.repo.find(couponId))!;
-  return Promise.all(allShards(coupon).map(async (s) => (await a.app.redis.exists(a.app.store.keys(s).shard)) === 1));
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await Promise.all(allShards(coupon).map(async (s) => (await a.app.redis.exists(a.app.store.keys(s).shard)) === 1));
+    } catch (err) {
+      // Right after slots changed hands, an auto-pipelined batch mixing moved and unmoved slots comes back with a
+      // raw MOVED (ioredis redirects a batch only when all of it moved the same way): asked again, as the
+      // service's own callers do through UNAVAILABLE, once the client has refreshed its slot map.
+      if (attempt >= 25 || !/MOVED|ASK|CLUSTERDOWN|TRYAGAIN/.test(String(err))) throw err;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
 }
 
 /** Deducts with retries of UNAVAILABLE (same request id), as a well-behaved client does. */
