@@ -47,16 +47,11 @@ if not state[1] then return { -4 } end
 local wait = pausedFor(state[2])
 if wait > 0 then return { -5, wait } end
 
-local packed, at = findField(2, field)
-if not packed then return { 3 } end
-local h = unpackHold(packed)
+local h, at, confirmed = findHold(2, field)
 if not h then
-  local rec = unpackRecord(packed)
-  if rec.q and hasFlag(rec, 'h') then
-    if keep ~= 0 and keep ~= tonumber(rec.q) then return { -3, rec.q } end
-    return { 2, tonumber(rec.q) }
-  end
-  return { 3 }
+  if not confirmed then return { 3 } end
+  if keep ~= 0 and keep ~= confirmed then return { -3, confirmed } end
+  return { 2, confirmed }
 end
 if h.st == 'r' then return { 4 } end
 if h.st == 'x' then return { 5, 0 } end

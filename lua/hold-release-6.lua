@@ -34,14 +34,8 @@ if not state[1] then return { -4 } end
 local wait = pausedFor(state[2])
 if wait > 0 then return { -5, wait } end
 
-local packed, at = findField(2, field)
-if not packed then return { 3 } end
-local h = unpackHold(packed)
-if not h then
-  local rec = unpackRecord(packed)
-  if rec.q and hasFlag(rec, 'h') then return { 4 } end
-  return { 3 }
-end
+local h, at, confirmed = findHold(2, field)
+if not h then return { confirmed and 4 or 3 } end
 if h.st == 'r' then return { 2 } end
 if h.st == 'x' then return { 5, 0 } end
 

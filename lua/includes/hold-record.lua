@@ -18,6 +18,18 @@ end
 -- rebuiltSince: whether a recovery rebuilt the shard (its `rb` field) after the hold was made. The rebuild
 -- put the hold's units back on sale already (they are part of MySQL's remaining, which it loaded): such a hold
 -- ends as expired without giving anything back, or they would count twice.
+-- findHold: the hold recorded under `field` in the record hashes (KEYS[from..from+2]) and where it is, or, when
+-- a Confirm already turned it into a deduction, nil plus the units it confirmed; nil, nil when there is none.
+local function findHold(from, field)
+  local packed, at = findField(from, field)
+  if not packed then return nil, nil end
+  local h = unpackHold(packed)
+  if h then return h, at end
+  local rec = unpackRecord(packed)
+  if rec.q and hasFlag(rec, 'h') then return nil, nil, tonumber(rec.q) end
+  return nil, nil
+end
+
 local function rebuiltSince(shardKey, h)
   return (redis.call('HGET', shardKey, 'rb') or '') ~= h.b
 end
