@@ -1,19 +1,28 @@
 --[[
-  Reads one request record (the sold-out fast path's replay, the audit API). Writes nothing.
+  Reads request records (the sold-out fast path's replays, batched per shard; the audit API). Writes nothing.
 
   KEYS[1..3] record hashes  <ns>:{<tag>}:rq:<bucket>   buckets first .. first + 2 (lua/includes/buckets.lua)
 
-  ARGV[1] recordField       the request id as a record field (keys.ts recordField)
-  ARGV[2] windowSec         idempotency window, seconds (the bucket width)
-  ARGV[3] firstBucket       bucket of KEYS[1]
+  ARGV[1] windowSec         idempotency window, seconds (the bucket width)
+  ARGV[2] firstBucket       bucket of KEYS[1]
+  ARGV[3..] recordField     one request id per argument, as a record field (keys.ts recordField)
 
   Returns
-    { 1, packed }  the packed record "q|r|t|flags|u" (lua/includes/buckets.lua)
-    { 0 }          no record
-    {-8 }          the caller's clock is too far off the server's: the three hashes may not be the live ones
+    { 1, packed_1, ..., packed_n }  per request in ARGV order: the packed record "q|r|t|flags|u"
+                                    (lua/includes/buckets.lua), or '' when it has none
+    {-8 }                           the caller's clock is too far off the server's: the three hashes may not
+                                    be the live ones
 ]]
 -- @include buckets
-if not writeSlot(tonumber(ARGV[2]), tonumber(ARGV[3])) then return { -8 } end
-local packed = findField(1, ARGV[1])
-if packed then return { 1, packed } end
-return { 0 }
+if not writeSlot(tonumber(ARGV[1]), tonumber(ARGV[2])) then return { -8 } end
+-- One HMGET per hash for the whole batch: the first hash holding a field wins, as findField reads them.
+local fields = { unpack(ARGV, 3) }
+local out = { 1 }
+for i = 1, #fields do out[i + 1] = '' end
+for k = 1, 3 do
+  local vals = redis.call('HMGET', KEYS[k], unpack(fields))
+  for i = 1, #fields do
+    if vals[i] and out[i + 1] == '' then out[i + 1] = vals[i] end
+  end
+end
+return out

@@ -3,6 +3,7 @@
 // calling instance has, within half a window of Redis's; a call that would name the wrong hashes is refused.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { firstBucket } from '../src/redis/keys.js';
+import { RecordReadBatcher } from '../src/redis/record-read-batcher.js';
 import { Scripts } from '../src/redis/scripts.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 
@@ -113,5 +114,31 @@ describe('bucketed request records', () => {
     const first = firstBucket(Date.now(), WINDOW_S);
     const fields = (await Promise.all([0, 1, 2].map((i) => a.app.redis.hkeysBuffer(s.keys(shard).records(first + i))))).flat();
     expect(fields.map((f) => f.length).sort()).toEqual([17, 36]);
+  });
+
+  it('when many records of one shard are read in one call, then each request gets its own record or null, also across a boundary', async () => {
+    const { shard, at } = await shardWith(10);
+    const s = at(0);
+    const uuid = '0b6f3c4e-9a1d-4f2b-8c7e-5d4a3b2c1f01';
+    expect((await s.deduct(shard, input('old', 'u1', 2), [], '', 1)).kind).toBe('deducted');
+    await crossBoundary();
+    expect((await s.deduct(shard, input(uuid, 'u2', 1), [], '', 1)).kind).toBe('deducted');
+    expect((await s.compensate(shard, uuid, 'refund', false)).kind).toBe('compensated');
+    const recs = await s.recordReads(shard, ['none', 'old', uuid, 'old', 'none2']);
+    expect(recs.map((r) => r && { userId: r.userId, quantity: r.quantity, compensated: r.compensated })).toEqual([
+      null,
+      { userId: 'u1', quantity: 2, compensated: false },
+      { userId: 'u2', quantity: 1, compensated: true },
+      { userId: 'u1', quantity: 2, compensated: false },
+      null,
+    ]);
+    // The batcher: reads of one shard made together share a call, and each caller gets its own answer.
+    const sizes: number[] = [];
+    const batcher = new RecordReadBatcher(s, 64, (n) => sizes.push(n));
+    const answers = await Promise.all(['old', 'none', uuid].map((id) => batcher.read(shard, id)));
+    expect(answers.map((r) => r?.quantity ?? null)).toEqual([2, null, 1]);
+    expect(sizes).toEqual([3]);
+    const off = new RecordReadBatcher(at(1.6 * WINDOW_S * 1000), 64);
+    await expect(Promise.all([off.read(shard, 'old'), off.read(shard, 'none')])).rejects.toThrow(/clock/);
   });
 });

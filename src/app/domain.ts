@@ -82,12 +82,18 @@ export function buildDomain(
       })
     : undefined;
   const batchSizes = metrics.shardBatchSize.child();
+  const readBatchSizes = metrics.recordReadBatchSize.child();
   const store = new RedisStockStore(redis, {
     namespace: config.namespace,
     idempotencyWindowS: config.idempotencyWindowS,
     replicaAck,
     fence,
-    batch: { max: config.shardBatchMax, waitUs: config.shardBatchWaitUs, onBatch: (n) => batchSizes.observe(n) },
+    batch: {
+      max: config.shardBatchMax,
+      waitUs: config.shardBatchWaitUs,
+      onBatch: (n) => batchSizes.observe(n),
+      onReadBatch: (n) => readBatchSizes.observe(n),
+    },
   });
   // Every Deduct, probe and move answer tells the level checks what its shard holds (shard-levels.ts).
   const shardLevels = new ShardLevels();

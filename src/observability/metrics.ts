@@ -58,6 +58,13 @@ export class Metrics {
     [1, 2, 4, 8, 16, 32, 64, 128, 256],
     this.registry,
   );
+  readonly recordReadBatchSize = new FastHistogram(
+    'shardstock_record_read_batch_size',
+    "Request records read per Lua call on one shard (the sold-out fast path's replay checks that arrived together)",
+    [],
+    [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    this.registry,
+  );
 
   readonly redisErrors = new FastCounter(
     'shardstock_redis_op_errors_total',

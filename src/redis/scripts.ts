@@ -43,6 +43,8 @@ function clockSkew(): Error {
   return new Error("this instance's clock is more than half an idempotency window off the Redis server's: fix its time sync");
 }
 
+const isDigit = (c: number) => c >= 48 && c <= 57;
+
 /** One request of a group commit (shard-batch-7.lua). */
 export type BatchOp = { op: 'D'; input: DeductScriptInput } | { op: 'C'; requestId: string; reason: string; limited: boolean };
 
@@ -414,13 +416,24 @@ export class Scripts {
 
   /** record-read-3.lua: the request's record, null when there is none. */
   async recordRead(shard: ShardRef, requestId: string): Promise<RequestRecord | null> {
+    return (await this.recordReads(shard, [requestId]))[0] ?? null;
+  }
+
+  /** record-read-3.lua: the records of several requests of one shard in one call, null where there is none. */
+  async recordReads(shard: ShardRef, requestIds: readonly string[]): Promise<(RequestRecord | null)[]> {
     const k = this.keys(shard);
     const [r0, r1, r2, first] = this.buckets(k, 'records', this.clock());
-    const r = (await this.fn.recordRead(r0, r1, r2, recordField(requestId), this.windowS, first)) as Reply;
-    const code = Number(r[0]);
-    if (code === -8) throw clockSkew();
-    // A hold's value (starting with a letter, lua/includes/hold-record.lua) is no deduction's record.
-    return code === 1 && /^\d/.test(String(r[1])) ? unpackRecord(String(r[1])) : null;
+    const args: Arg[] = [r0, r1, r2, this.windowS, first];
+    for (const id of requestIds) args.push(recordField(id));
+    const r = (await this.fn.recordRead(...args)) as Reply;
+    if (Number(r[0]) === -8) throw clockSkew();
+    const out: (RequestRecord | null)[] = new Array(requestIds.length);
+    for (let i = 0; i < requestIds.length; i++) {
+      const packed = String(r[i + 1] ?? '');
+      // A hold's value (starting with a letter, lua/includes/hold-record.lua) is no deduction's record.
+      out[i] = isDigit(packed.charCodeAt(0)) ? unpackRecord(packed) : null;
+    }
+    return out;
   }
 
   /** move-out-2.lua: units taken. */

@@ -14,6 +14,7 @@ import type {
 import type { ShardKeys } from './keys.js';
 import type { ReplicaAck } from './replica-ack.js';
 import { Scripts } from './scripts.js';
+import { RecordReadBatcher } from './record-read-batcher.js';
 import { ShardBatcher } from './shard-batcher.js';
 import { parseShardLevel, SHARD_LEVEL_FIELDS } from './shard-level.js';
 
@@ -32,12 +33,21 @@ export interface RedisStockStoreOptions {
   /** When set, writes to a slot whose master just changed are refused until it is confirmed (failover-fence.ts). */
   fence?: { assertOpen(key: string): void; retryAfterMs?(key: string): number | undefined } | undefined;
   /** Group commit per shard (shard-batcher.ts); off when absent or max <= 1. */
-  batch?: { max: number; waitUs: number; onBatch?: ((size: number) => void) | undefined } | undefined;
+  batch?:
+    | {
+        max: number;
+        waitUs: number;
+        onBatch?: ((size: number) => void) | undefined;
+        /** Every batch of record reads (the sold-out fast path), as sent. */
+        onReadBatch?: ((size: number) => void) | undefined;
+      }
+    | undefined;
 }
 
 export class RedisStockStore implements StockStore {
   private readonly scripts: Scripts;
   private readonly batcher: ShardBatcher | undefined;
+  private readonly reads: RecordReadBatcher | undefined;
 
   constructor(
     private readonly redis: Cluster,
@@ -54,6 +64,7 @@ export class RedisStockStore implements StockStore {
             afterWrite: (key, owner) => this.replicated(key, owner),
           })
         : undefined;
+    this.reads = batch && batch.max > 1 ? new RecordReadBatcher(this.scripts, batch.max, batch.onReadBatch) : undefined;
   }
 
   keys(shard: ShardRef): ShardKeys {
@@ -117,7 +128,7 @@ export class RedisStockStore implements StockStore {
   async readRequest(shard: ShardRef, requestId: string) {
     const k = this.keys(shard);
     const owner = this.options.replicaAck?.owner(k.shard);
-    const rec = await this.scripts.recordRead(shard, requestId);
+    const rec = await (this.reads ? this.reads.read(shard, requestId) : this.scripts.recordRead(shard, requestId));
     if (rec === null) return null;
     await this.vouch(k, owner);
     return { userId: rec.userId, quantity: rec.quantity, remaining: rec.remaining, compensated: rec.compensated };
