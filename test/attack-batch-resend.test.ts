@@ -75,3 +75,55 @@ describe('attack: a batch that ran but lost its reply is re-sent', () => {
     expect(events).toEqual(['D:x', 'C:x', 'D:y', 'D:w']);
   });
 });
+
+/** Refuses the first `redirect` batches with a MOVED before they run, as a node that no longer owns the slot does. */
+class Redirected extends Scripts {
+  calls = 0;
+  constructor(
+    app: TestApp,
+    private redirect: number,
+  ) {
+    super(app.app.redis, app.namespace, app.app.config.idempotencyWindowS);
+  }
+  override async shardBatch(shard: ShardRef, ops: readonly BatchOp[], vouch: boolean): Promise<BatchReply[]> {
+    if (this.calls++ < this.redirect) throw new Error('MOVED 1234 127.0.0.1:7001');
+    return super.shardBatch(shard, ops, vouch);
+  }
+}
+
+describe('attack: a batch redirected before it ran is re-sent', () => {
+  const batcherOver = (scripts: Scripts) =>
+    new ShardBatcher(scripts, { max: 64, waitUs: 0, vouch: false, beforeWrite: () => undefined, afterWrite: async () => {} });
+
+  it('when one MOVED comes back, then the batch runs once on the re-send and every request is answered as a first call', async () => {
+    const id = uniqueId('mv');
+    const shard: ShardRef = { couponId: id, index: 0, tag: `${id}#0.0` };
+    const scripts = new Redirected(a, 1);
+    await scripts.shardInit(shard, 3, 0);
+    const batcher = batcherOver(scripts);
+    const replies = await Promise.all([
+      batcher.deduct(shard, D('a', 'u1', 1, 0)),
+      batcher.deduct(shard, D('b', 'u2', 1, 0)),
+      batcher.deduct(shard, D('a', 'u1', 1, 0)),
+      batcher.deduct(shard, D('c', 'u3', 2, 0)),
+    ]);
+    expect(scripts.calls).toBe(2);
+    expect(replies.map((r) => r.kind)).toEqual(['deducted', 'deducted', 'replay', 'short']);
+    expect(Number((await a.app.redis.hgetall(scripts.keys(shard).shard)).avail)).toBe(1);
+  });
+
+  it('when the re-send is redirected again, then every request fails with the redirect (the caller retries) and nothing was deducted', async () => {
+    const id = uniqueId('mv2');
+    const shard: ShardRef = { couponId: id, index: 0, tag: `${id}#0.0` };
+    const scripts = new Redirected(a, 2);
+    await scripts.shardInit(shard, 3, 0);
+    const batcher = batcherOver(scripts);
+    const settled = await Promise.allSettled([batcher.deduct(shard, D('a', 'u1', 1, 0)), batcher.compensate(shard, 'a', 'r', false)]);
+    expect(scripts.calls).toBe(2);
+    expect(settled.map((s) => (s.status === 'rejected' ? String(s.reason) : s.status))).toEqual([
+      'Error: MOVED 1234 127.0.0.1:7001',
+      'Error: MOVED 1234 127.0.0.1:7001',
+    ]);
+    expect(Number((await a.app.redis.hgetall(scripts.keys(shard).shard)).avail)).toBe(3);
+  });
+});

@@ -2,7 +2,7 @@
 // the NOSCRIPT fallback (scripts are cached per node, and a promoted replica has none) is the client's job.
 // The typed callers of those scripts are in scripts.ts.
 import { readdirSync, readFileSync } from 'node:fs';
-import { Cluster } from 'ioredis';
+import { Cluster, type Command } from 'ioredis';
 
 const LUA_DIR = new URL('../../lua/', import.meta.url);
 
@@ -13,6 +13,8 @@ export interface RedisClusterOptions {
   password?: string | undefined;
   /** TLS to every node (PEM contents); undefined = plaintext. */
   tls?: { ca?: Buffer | undefined; cert?: Buffer | undefined; key?: Buffer | undefined } | undefined;
+  /** How often the slot map is refreshed even when nothing asked for it; 0 = never (tests). Default 1,000 ms. */
+  slotsRefreshMs?: number | undefined;
 }
 
 /** Script name -> number of keys, read from the file names (`deduct-7.lua`). */
@@ -50,6 +52,8 @@ export function connectCluster(options: RedisClusterOptions): Cluster {
     retryDelayOnTryAgain: 100,
     maxRedirections: 16,
     slotsRefreshTimeout: 2000,
+    // Bounds how long a node can stay out of the client's connection pool: see healRawRedirects.
+    slotsRefreshInterval: options.slotsRefreshMs ?? SLOTS_REFRESH_MS,
     redisOptions: {
       username: options.username,
       password: options.password,
@@ -62,5 +66,33 @@ export function connectCluster(options: RedisClusterOptions): Cluster {
     clusterRetryStrategy: (times) => Math.min(100 * times, 2000),
   });
   for (const [name, def] of luaScripts()) cluster.defineCommand(name, def);
+  healRawRedirects(cluster);
   return cluster;
+}
+
+const SLOTS_REFRESH_MS = 1000;
+
+/** A MOVED or ASK reply: the command did not run on the node that answered. */
+export function isRedirect(err: unknown): boolean {
+  return err instanceof Error && (err.message.startsWith('MOVED ') || err.message.startsWith('ASK '));
+}
+
+/** ioredis follows a redirect itself, and repairs its routing, only for a command sent alone. A command of an
+ * auto-pipelined batch that mixed slots (or held a write that succeeded) gets the MOVED back raw, and nothing is
+ * repaired (Pipeline.fillResult). That matters after a node dies and comes back at its old address: the
+ * client dropped its connection when the node died, the slot map still names it, and until a slot refresh
+ * re-adds it every pipelined command for its slots goes to a random node and is MOVED back, for ever under
+ * steady pipelined traffic. So a raw redirect reaching any caller asks for a refresh at once (ioredis
+ * coalesces them), and the periodic refresh above catches what no caller saw. */
+function healRawRedirects(cluster: Cluster): void {
+  const onReply = (err: unknown) => {
+    if (isRedirect(err)) cluster.refreshSlotsCache();
+  };
+  const send = cluster.sendCommand.bind(cluster);
+  cluster.sendCommand = (command: Command, stream?: unknown, node?: unknown) => {
+    const sent = send(command, stream as never, node);
+    // Only pipelined commands (sent with their node): ioredis handles redirects of the others itself.
+    if (node !== undefined) command.promise.catch(onReply);
+    return sent;
+  };
 }

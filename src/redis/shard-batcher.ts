@@ -5,6 +5,7 @@
 // its own answer or its own error; a request whose deadline passed while it waited is dropped from the batch.
 import type { CompensateScriptResult, DeductScriptInput, DeductScriptResult, ShardRef } from '../domain/ports.js';
 import { DomainError } from '../domain/errors.js';
+import { isRedirect } from './cluster.js';
 import type { BatchOp, BatchReply, Scripts } from './scripts.js';
 
 export interface ShardBatcherOptions {
@@ -110,10 +111,12 @@ export class ShardBatcher {
       );
     } catch (err) {
       // The node's connection closed under the call (a failover, a node restarting) while the client was not
-      // ready to resend it itself. Sending the batch again is safe: every request in it is idempotent by its
-      // request id, so one that ran before the connection closed is found and answered as a replay (what the
-      // caller's own retry would get). Once only: a second failure is the caller's to retry.
-      if (!retried && err instanceof Error && err.message === CONNECTION_CLOSED) {
+      // ready to resend it itself, or the call came back redirected from an auto-pipelined batch (cluster.ts:
+      // the script did not run, and the client is refreshing its slot map). Sending the batch again is safe:
+      // every request in it is idempotent by its request id, so one that ran before the connection closed is
+      // found and answered as a replay (what the caller's own retry would get). Once only: a second failure
+      // is the caller's to retry.
+      if (!retried && (isRedirect(err) || (err instanceof Error && err.message === CONNECTION_CLOSED))) {
         await new Promise((r) => setTimeout(r, RESEND_AFTER_MS));
         return this.send({ shard: q.shard, items }, true);
       }
