@@ -57,7 +57,7 @@ describe('bucketed request records', () => {
     expect(Number(await a.app.redis.hget(at(0).keys(shard).shard, 'avail'))).toBe(100 - ids.length);
     // Any of them finds any record, also across a boundary.
     await crossBoundary();
-    for (const s of skews) expect((await s.recordRead(shard, 'sk3'))?.quantity).toBe(1);
+    for (const s of skews) expect(await s.recordRead(shard, 'sk3')).toMatchObject({ quantity: 1 });
   });
 
   // Within half a window a call is always served; from half to one and a half it depends on where in its
@@ -125,6 +125,7 @@ describe('bucketed request records', () => {
     expect((await s.deduct(shard, input(uuid, 'u2', 1), [], '', 1)).kind).toBe('deducted');
     expect((await s.compensate(shard, uuid, 'refund', false)).kind).toBe('compensated');
     const recs = await s.recordReads(shard, ['none', 'old', uuid, 'old', 'none2']);
+    if (recs === 'missing') throw new Error('the shard is there');
     expect(recs.map((r) => r && { userId: r.userId, quantity: r.quantity, compensated: r.compensated })).toEqual([
       null,
       { userId: 'u1', quantity: 2, compensated: false },
@@ -136,9 +137,23 @@ describe('bucketed request records', () => {
     const sizes: number[] = [];
     const batcher = new RecordReadBatcher(s, 64, (n) => sizes.push(n));
     const answers = await Promise.all(['old', 'none', uuid].map((id) => batcher.read(shard, id)));
-    expect(answers.map((r) => r?.quantity ?? null)).toEqual([2, null, 1]);
+    expect(answers.map((r) => (r === 'missing' ? r : (r?.quantity ?? null)))).toEqual([2, null, 1]);
     expect(sizes).toEqual([3]);
     const off = new RecordReadBatcher(at(1.6 * WINDOW_S * 1000), 64);
     await expect(Promise.all([off.read(shard, 'old'), off.read(shard, 'none')])).rejects.toThrow(/clock/);
+  });
+
+  it('when the shard hash is gone (its master lost its data), then a read answers missing, alone or batched, never "no record"', async () => {
+    const { shard, at } = await shardWith(10);
+    const s = at(0);
+    expect((await s.deduct(shard, input('was', 'u1', 1), [], '', 1)).kind).toBe('deducted');
+    expect(await s.recordRead(shard, 'was')).toMatchObject({ quantity: 1 });
+    // Only the shard hash goes: even with the record hashes still there, nothing read is trusted.
+    await a.app.redis.del(s.keys(shard).shard);
+    expect(await s.recordRead(shard, 'was')).toBe('missing');
+    expect(await s.recordRead(shard, 'never')).toBe('missing');
+    expect(await s.recordReads(shard, ['was', 'never'])).toBe('missing');
+    const batcher = new RecordReadBatcher(s, 64);
+    expect(await Promise.all(['was', 'never'].map((id) => batcher.read(shard, id)))).toEqual(['missing', 'missing']);
   });
 });

@@ -6,6 +6,7 @@ import { claimShard, homeShard, shardRef } from '../src/domain/routing.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
 import { bucketKeys } from './support/bucket-fields.js';
+import { settled } from './support/settlement.js';
 
 let a: TestApp;
 let b: TestApp;
@@ -74,5 +75,39 @@ describe('a limited coupon whose claim shard is lost', () => {
     expect((await b.client.compensate({ couponId: id, requestId: rid, reason: 'refund' })).outcome).toBe(CompensateOutcome.COMPENSATED);
     const level = (await a.client.getStock({ couponId: id })).level!;
     expect([level.available, level.deducted]).toEqual([40n, 0n]);
+  });
+});
+
+describe('the sold-out fast path next to a lost shard', () => {
+  it('when the home shard of deducted requests loses its data after the coupon sold out, then their retries are answered DEDUCTED (replayed) once it is rebuilt, never SOLD_OUT', async () => {
+    const w = await startTestApp({ SHARDSTOCK_WORKERS: 'relay,settle' });
+    try {
+      const id = uniqueId('sofl');
+      await w.client.createCoupon({ couponId: id, totalStock: 6n, shardCount: 2 });
+      const ids = ['r0', 'r1', 'r2', 'r3', 'r4', 'r5'];
+      for (const rid of ids)
+        expect((await w.client.deduct({ couponId: id, requestId: rid, quantity: 1n })).outcome).toBe(DeductOutcome.DEDUCTED);
+      // This instance learns the coupon is sold out: from now on its refusals come from the fast path.
+      expect((await w.client.deduct({ couponId: id, requestId: 'late', quantity: 1n })).outcome).toBe(DeductOutcome.SOLD_OUT);
+      await settled(w.client, id);
+      const coupon = (await w.app.repo.find(id))!;
+      const lost = homeShard(coupon, 'r0', '');
+      const onLost = ids.filter((rid) => homeShard(coupon, rid, '') === lost);
+      // Everything of that shard goes, as with a flushed master: its hash, outbox, user counts and records.
+      const k = w.app.store.keys(shardRef(coupon, lost));
+      await w.app.redis.del(k.shard, k.outbox, k.users, ...bucketKeys(k, 'records', w.app.config.idempotencyWindowS));
+
+      const fast = w.app.deduct.stats.soldOutFastPath;
+      const retries = await Promise.all(onLost.map((rid) => w.client.deduct({ couponId: id, requestId: rid, quantity: 1n })));
+      expect(retries.map((r) => [r.outcome, r.replayed])).toEqual(onLost.map(() => [DeductOutcome.DEDUCTED, true]));
+      // They came by the fast path, which saw the shard gone and left it for the path that rebuilds it.
+      expect(w.app.deduct.stats.soldOutFastPath).toBeGreaterThanOrEqual(fast + onLost.length);
+      // A request that never deducted is still refused, and nothing was sold twice.
+      expect((await w.client.deduct({ couponId: id, requestId: 'never', quantity: 1n })).outcome).toBe(DeductOutcome.SOLD_OUT);
+      const rec = await settled(w.client, id);
+      expect([rec.consistent, rec.redisAvailable, rec.settledRemaining]).toEqual([true, 0n, 0n]);
+    } finally {
+      await w.close();
+    }
   });
 });

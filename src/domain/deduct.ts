@@ -121,24 +121,33 @@ export class DeductService {
     const partial = input.allowPartial === true;
     if (this.soldOut.isSoldOut(couponId)) {
       this.stats.soldOutFastPath++;
+      // Each read below answers 'missing' when the home shard lost its data, records and holds with it: only
+      // its recovery can tell whether this request took units, so such a call leaves the fast path and the
+      // normal path below recovers the shard first (a replay must never be refused SOLD_OUT).
       if (hold) {
         // A retried Reserve must find its hold, as a retried Deduct finds its deduction.
         const h = await hold.store.read(homeRef, requestId);
-        if (!h) return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
-        if (h.userId !== userId) throw conflict(requestId, 'user_id', h.userId);
-        // A confirmed hold keeps only its confirmed units (hold-reserve-7.lua does not compare them either).
-        if (h.state !== 'c' && h.quantity !== quantity) throw conflict(requestId, 'quantity', String(h.quantity));
-        await keepClaim();
-        return { outcome: 'deducted', replayed: true, remaining: h.remaining, shard: home, granted: h.quantity };
+        if (h !== 'missing') {
+          if (!h) return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
+          if (h.userId !== userId) throw conflict(requestId, 'user_id', h.userId);
+          // A confirmed hold keeps only its confirmed units (hold-reserve-7.lua does not compare them either).
+          if (h.state !== 'c' && h.quantity !== quantity) throw conflict(requestId, 'quantity', String(h.quantity));
+          await keepClaim();
+          return { outcome: 'deducted', replayed: true, remaining: h.remaining, shard: home, granted: h.quantity };
+        }
+      } else {
+        // One plain read keeps replays truthful: a retried request that deducted before the sell-out must get
+        // its DEDUCTED back, or its unit would be stranded with a caller who believes it failed.
+        const rec = await this.store.readRequest(homeRef, requestId);
+        if (rec !== 'missing') {
+          if (!rec) return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
+          if (rec.userId !== userId) throw conflict(requestId, 'user_id', rec.userId);
+          if (rec.quantity !== quantity && !(partial && rec.quantity < quantity))
+            throw conflict(requestId, 'quantity', String(rec.quantity));
+          await keepClaim();
+          return replayOf(rec, home);
+        }
       }
-      // One plain read keeps replays truthful: a retried request that deducted before the sell-out must get
-      // its DEDUCTED back, or its unit would be stranded with a caller who believes it failed.
-      const rec = await this.store.readRequest(homeRef, requestId);
-      if (!rec) return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
-      if (rec.userId !== userId) throw conflict(requestId, 'user_id', rec.userId);
-      if (rec.quantity !== quantity && !(partial && rec.quantity < quantity)) throw conflict(requestId, 'quantity', String(rec.quantity));
-      await keepClaim();
-      return replayOf(rec, home);
     }
 
     // With allowPartial, `want` shrinks to what the coupon has left; each Lua call still takes all of `want`
@@ -196,7 +205,7 @@ export class DeductService {
           // A partial fill recorded fewer units than asked: a replay of it, not a conflict.
           if (partial && r.field === 'quantity' && Number(r.recorded) < quantity) {
             const rec = await this.store.readRequest(homeRef, requestId);
-            if (rec && rec.userId === userId) {
+            if (rec && rec !== 'missing' && rec.userId === userId) {
               await keepClaim();
               return replayOf(rec, home);
             }

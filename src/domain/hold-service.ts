@@ -80,7 +80,13 @@ export class HoldService implements Holds {
       };
     }
     const rec = await this.store.read(ref, requestId);
-    return { outcome: 'held', replayed: true, remaining: r.remaining, shard: r.shard, hold: rec ? holdOf(ref, requestId, rec) : undefined };
+    return {
+      outcome: 'held',
+      replayed: true,
+      remaining: r.remaining,
+      shard: r.shard,
+      hold: rec && rec !== 'missing' ? holdOf(ref, requestId, rec) : undefined,
+    };
   }
 
   async confirm(holdId: string, quantity?: bigint, signal?: AbortSignal): Promise<ConfirmResult> {
@@ -205,7 +211,8 @@ export class HoldService implements Holds {
 
   private async current(ref: ShardRef, requestId: string): Promise<Hold | undefined> {
     const rec = await this.store.read(ref, requestId);
-    return rec ? holdOf(ref, requestId, rec) : undefined;
+    // A hold on a shard that lost its data is lost with it (docs/holds.md): not found.
+    return rec && rec !== 'missing' ? holdOf(ref, requestId, rec) : undefined;
   }
 
   private returned(couponId: string): void {

@@ -88,12 +88,13 @@ export interface StockStore {
   keepClaim(shard: ShardRef, requestId: string, value: string): Promise<void>;
   /** 'missing': the shard holding the claim is gone (its claims with it): recover, then read again. */
   readClaim(shard: ShardRef, requestId: string): Promise<string | null | 'missing'>;
-  /** The recorded deduction of a request, without running a script (sold-out fast path). Like a replay, a
-   * found record is answered only once it is as durable as the ack level asks. */
+  /** The recorded deduction of a request, without a write (sold-out fast path). Like a replay, a found record
+   * is answered only once it is as durable as the ack level asks. 'missing': the shard is gone with its
+   * records: only a recovery can tell whether the request deducted. */
   readRequest(
     shard: ShardRef,
     requestId: string,
-  ): Promise<{ userId: string; quantity: number; remaining: number; compensated: boolean } | null>;
+  ): Promise<{ userId: string; quantity: number; remaining: number; compensated: boolean } | null | 'missing'>;
   probe(shards: ShardRef[]): Promise<ShardLevel[]>;
   /** 'paused': the coupon is being recovered; take from elsewhere or wait. */
   moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing' | 'paused'>;
@@ -358,7 +359,8 @@ export interface HoldStore {
     creditEpoch?: string,
   ): Promise<DeductScriptResult>;
   /** null: no hold recorded under the request id (a Deduct's record is not one). */
-  read(shard: ShardRef, requestId: string): Promise<HoldRecord | null>;
+  /** 'missing': the shard is gone with its holds and records. */
+  read(shard: ShardRef, requestId: string): Promise<HoldRecord | null | 'missing'>;
   /** keep: units to confirm, 0 = all. */
   confirm(shard: ShardRef, requestId: string, keep: number): Promise<HoldConfirmReply>;
   release(shard: ShardRef, requestId: string): Promise<HoldReleaseReply>;

@@ -1,5 +1,5 @@
 // The sold-out fast path reads one request record per refusal (a replay that did deduct must still get its
-// DEDUCTED). Reads bound for the same shard in the same event-loop turn share one record-read-3.lua call: in a
+// DEDUCTED). Reads bound for the same shard in the same event-loop turn share one record-read-4.lua call: in a
 // sold-out storm every call in flight refuses, and one client command per refusal would cost more than the
 // refusal itself (the cluster client's per-command work, not Redis, is the bill). A read writes nothing, so a
 // batch has no semantics to keep but each request's own answer; a failed call fails its batch's reads alike.
@@ -8,7 +8,7 @@ import type { RequestRecord } from './request-record.js';
 import type { Scripts } from './scripts.js';
 
 interface Waiter {
-  resolve(r: RequestRecord | null): void;
+  resolve(r: RequestRecord | null | 'missing'): void;
   reject(err: unknown): void;
 }
 
@@ -31,7 +31,8 @@ export class RecordReadBatcher {
     private readonly onBatch?: (size: number) => void,
   ) {}
 
-  read(shard: ShardRef, requestId: string): Promise<RequestRecord | null> {
+  /** 'missing': the shard hash is gone, and its records with it. */
+  read(shard: ShardRef, requestId: string): Promise<RequestRecord | null | 'missing'> {
     return new Promise((resolve, reject) => {
       let q = this.queues.get(shard.tag);
       if (!q) {
@@ -62,13 +63,14 @@ export class RecordReadBatcher {
 
   private async send(q: Queue): Promise<void> {
     this.onBatch?.(q.ids.length);
-    let recs: (RequestRecord | null)[];
+    let recs: (RequestRecord | null)[] | 'missing';
     try {
       recs = await this.scripts.recordReads(q.shard, q.ids);
     } catch (err) {
       for (const w of q.waiters) w.reject(err);
       return;
     }
-    for (let i = 0; i < q.waiters.length; i++) q.waiters[i]!.resolve(recs[i] ?? null);
+    if (recs === 'missing') for (const w of q.waiters) w.resolve('missing');
+    else for (let i = 0; i < q.waiters.length; i++) q.waiters[i]!.resolve(recs[i] ?? null);
   }
 }

@@ -40,7 +40,8 @@ export class RedisRequestRecords {
 
   async read(shard: ShardRef, requestId: string): Promise<RequestRecordView | null> {
     const rec = await this.scripts.recordRead(shard, requestId);
-    if (rec === null) return null;
+    // A shard that lost its data has no records to show until its recovery restores them from the ledger.
+    if (rec === null || rec === 'missing') return null;
     return {
       shard: shard.index,
       userId: rec.userId,

@@ -414,18 +414,21 @@ export class Scripts {
     return r === 1;
   }
 
-  /** record-read-3.lua: the request's record, null when there is none. */
-  async recordRead(shard: ShardRef, requestId: string): Promise<RequestRecord | null> {
-    return (await this.recordReads(shard, [requestId]))[0] ?? null;
+  /** 'missing': the shard hash is gone, and its records with it. */
+  async recordRead(shard: ShardRef, requestId: string): Promise<RequestRecord | null | 'missing'> {
+    const recs = await this.recordReads(shard, [requestId]);
+    return recs === 'missing' ? recs : (recs[0] ?? null);
   }
 
-  /** record-read-3.lua: the records of several requests of one shard in one call, null where there is none. */
-  async recordReads(shard: ShardRef, requestIds: readonly string[]): Promise<(RequestRecord | null)[]> {
+  /** record-read-4.lua: the records of several requests of one shard in one call, null where there is none;
+   * 'missing' when the shard hash is gone (its records went with it: "none" would be a guess). */
+  async recordReads(shard: ShardRef, requestIds: readonly string[]): Promise<(RequestRecord | null)[] | 'missing'> {
     const k = this.keys(shard);
     const [r0, r1, r2, first] = this.buckets(k, 'records', this.clock());
-    const args: Arg[] = [r0, r1, r2, this.windowS, first];
+    const args: Arg[] = [k.shard, r0, r1, r2, this.windowS, first];
     for (const id of requestIds) args.push(recordField(id));
     const r = (await this.fn.recordRead(...args)) as Reply;
+    if (Number(r[0]) === -4) return 'missing';
     if (Number(r[0]) === -8) throw clockSkew();
     const out: (RequestRecord | null)[] = new Array(requestIds.length);
     for (let i = 0; i < requestIds.length; i++) {

@@ -129,7 +129,7 @@ export class RedisStockStore implements StockStore {
     const k = this.keys(shard);
     const owner = this.options.replicaAck?.owner(k.shard);
     const rec = await (this.reads ? this.reads.read(shard, requestId) : this.scripts.recordRead(shard, requestId));
-    if (rec === null) return null;
+    if (rec === null || rec === 'missing') return rec;
     await this.vouch(k, owner);
     return { userId: rec.userId, quantity: rec.quantity, remaining: rec.remaining, compensated: rec.compensated };
   }
