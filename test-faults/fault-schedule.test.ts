@@ -114,6 +114,13 @@ describe('randomized fault schedule', () => {
       const quantityOf = new Map<string, number>();
       const compensated = new Map<string, number>();
       const inDoubt = new Set<string>();
+      // Every answer each id got, in order, with the step it came in: printed for any id the books disagree on.
+      const history = new Map<string, string[]>();
+      const note = (id: string, what: string) => {
+        const h = history.get(id) ?? [];
+        h.push(`${log.length}:${what}`);
+        history.set(id, h);
+      };
       let restocked = 0;
       let seq = 0;
       let masterKilled = false;
@@ -123,9 +130,11 @@ describe('randomized fault schedule', () => {
         try {
           const res = await r.pick(clients()).deduct({ couponId, requestId, quantity: BigInt(quantityOf.get(requestId)!) }, { deadlineMs });
           inDoubt.delete(requestId);
+          note(requestId, `${DeductOutcome[res.outcome]}${res.replayed ? ' (replayed)' : ''}`);
           if (res.outcome === DeductOutcome.DEDUCTED) deducted.set(requestId, quantityOf.get(requestId)!);
         } catch (err) {
           const code = (err as { code?: number }).code ?? -1;
+          note(requestId, `${status[code] ?? code} ${String((err as Error).message).slice(0, 80)}`);
           if (!RETRYABLE.has(code)) throw err;
           inDoubt.add(requestId);
         }
@@ -228,6 +237,11 @@ describe('randomized fault schedule', () => {
         );
       const ledgerDeducted = new Map(rows.filter((x) => x.kind === 'DEDUCT').map((x) => [x.request_id, Number(x.quantity)]));
       const ledgerCompensated = new Set(rows.filter((x) => x.kind === 'COMPENSATE').map((x) => x.request_id));
+      const disputed = [...new Set([...ledgerDeducted.keys(), ...deducted.keys()])].filter(
+        (id) => ledgerDeducted.get(id) !== deducted.get(id),
+      );
+      if (disputed.length > 0)
+        console.log(JSON.stringify({ disputed: disputed.map((id) => [id, ledgerDeducted.get(id), history.get(id)]) }));
       expect([...ledgerDeducted].sort()).toEqual([...deducted].sort());
       expect([...ledgerCompensated].sort()).toEqual([...compensated.keys()].sort());
       expect(settledRec.anomalies).toBe(0n);
