@@ -17,18 +17,23 @@ afterAll(async () => {
   await a?.close();
 });
 
-/** Runs every batch for real; the first `lose` of them then lose their reply as a closed connection would. */
-class LosingReplies extends Scripts {
+/** The first `failing` batch calls fail: 'lost-reply' runs the batch for real and then loses its reply, as a
+ * closed connection would; 'redirected' refuses it with a MOVED before it runs, as a node that no longer owns
+ * the slot does. */
+class FailingBatches extends Scripts {
   calls = 0;
   constructor(
     app: TestApp,
-    private lose: number,
+    private failing: number,
+    private how: 'lost-reply' | 'redirected',
   ) {
     super(app.app.redis, app.namespace, app.app.config.idempotencyWindowS);
   }
   override async shardBatch(shard: ShardRef, ops: readonly BatchOp[], vouch: boolean): Promise<BatchReply[]> {
+    const fails = this.calls++ < this.failing;
+    if (fails && this.how === 'redirected') throw new Error('MOVED 1234 127.0.0.1:7001');
     const replies = await super.shardBatch(shard, ops, vouch);
-    if (this.calls++ < this.lose) throw new Error('Connection is closed.');
+    if (fails) throw new Error('Connection is closed.');
     return replies;
   }
 }
@@ -44,7 +49,7 @@ describe('attack: a batch that ran but lost its reply is re-sent', () => {
   it('when the re-sent batch mixes deducts, a compensate of the same id, duplicates and a per-user limit edge, then each request is applied once and answered as a replay of it', async () => {
     const id = uniqueId('rs');
     const shard: ShardRef = { couponId: id, index: 0, tag: `${id}#0.0` };
-    const scripts = new LosingReplies(a, 1);
+    const scripts = new FailingBatches(a, 1, 'lost-reply');
     await scripts.shardInit(shard, 10, 0);
     const batcher = new ShardBatcher(scripts, {
       max: 64,
@@ -76,21 +81,6 @@ describe('attack: a batch that ran but lost its reply is re-sent', () => {
   });
 });
 
-/** Refuses the first `redirect` batches with a MOVED before they run, as a node that no longer owns the slot does. */
-class Redirected extends Scripts {
-  calls = 0;
-  constructor(
-    app: TestApp,
-    private redirect: number,
-  ) {
-    super(app.app.redis, app.namespace, app.app.config.idempotencyWindowS);
-  }
-  override async shardBatch(shard: ShardRef, ops: readonly BatchOp[], vouch: boolean): Promise<BatchReply[]> {
-    if (this.calls++ < this.redirect) throw new Error('MOVED 1234 127.0.0.1:7001');
-    return super.shardBatch(shard, ops, vouch);
-  }
-}
-
 describe('attack: a batch redirected before it ran is re-sent', () => {
   const batcherOver = (scripts: Scripts) =>
     new ShardBatcher(scripts, { max: 64, waitUs: 0, vouch: false, beforeWrite: () => undefined, afterWrite: async () => {} });
@@ -98,7 +88,7 @@ describe('attack: a batch redirected before it ran is re-sent', () => {
   it('when one MOVED comes back, then the batch runs once on the re-send and every request is answered as a first call', async () => {
     const id = uniqueId('mv');
     const shard: ShardRef = { couponId: id, index: 0, tag: `${id}#0.0` };
-    const scripts = new Redirected(a, 1);
+    const scripts = new FailingBatches(a, 1, 'redirected');
     await scripts.shardInit(shard, 3, 0);
     const batcher = batcherOver(scripts);
     const replies = await Promise.all([
@@ -115,7 +105,7 @@ describe('attack: a batch redirected before it ran is re-sent', () => {
   it('when the re-send is redirected again, then every request fails with the redirect (the caller retries) and nothing was deducted', async () => {
     const id = uniqueId('mv2');
     const shard: ShardRef = { couponId: id, index: 0, tag: `${id}#0.0` };
-    const scripts = new Redirected(a, 2);
+    const scripts = new FailingBatches(a, 2, 'redirected');
     await scripts.shardInit(shard, 3, 0);
     const batcher = batcherOver(scripts);
     const settled = await Promise.allSettled([batcher.deduct(shard, D('a', 'u1', 1, 0)), batcher.compensate(shard, 'a', 'r', false)]);
