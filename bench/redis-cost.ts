@@ -44,7 +44,10 @@ const app = await startApp(
     SHARDSTOCK_GRPC_ADDR: '127.0.0.1:0',
     SHARDSTOCK_HTTP_ADDR: '127.0.0.1:0',
     SHARDSTOCK_MYSQL_URL: process.env.SHARDSTOCK_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/shardstock_test',
-    SHARDSTOCK_REDIS_NODES: ports.slice(0, 3).map((p) => `127.0.0.1:${p}`).join(','),
+    SHARDSTOCK_REDIS_NODES: ports
+      .slice(0, 3)
+      .map((p) => `127.0.0.1:${p}`)
+      .join(','),
     SHARDSTOCK_NAMESPACE: `rc${Date.now() % 100000}`,
     SHARDSTOCK_WORKERS: 'none',
     SHARDSTOCK_LOG_LEVEL: 'silent',
@@ -98,6 +101,8 @@ console.log(`${N} deducts at ${IN_FLIGHT} in flight: ${Math.round((N / ms) * 100
 console.log(`redis CPU per deduction: ${us(total)} µs (${[...byRole].map(([r, s]) => `${r} ${us(s)}`).join(', ')})`);
 console.log('command                     calls/deduct  µs/deduct  µs/call');
 for (const [k, r] of [...rows].sort((x, y) => y[1].usec - x[1].usec)) {
-  console.log(`${k.padEnd(28)}${(r.calls / N).toFixed(3).padStart(12)}${(r.usec / N).toFixed(2).padStart(11)}${(r.usec / r.calls).toFixed(2).padStart(9)}`);
+  console.log(
+    `${k.padEnd(28)}${(r.calls / N).toFixed(3).padStart(12)}${(r.usec / N).toFixed(2).padStart(11)}${(r.usec / r.calls).toFixed(2).padStart(9)}`,
+  );
 }
 process.exit(0);

@@ -72,7 +72,9 @@ describe('attack: a batch that ran but lost its reply is re-sent', () => {
     expect([Number(level.avail), Number(level.net)]).toEqual([6, 4]);
     expect(await a.app.redis.hgetall(k.users)).toEqual({ u1: '1', u2: '3' });
     // One outbox event per change: D x, C x, D y, D w.
-    const events = (await a.app.redis.xrange(k.outbox, '-', '+')).flatMap(([, f]) => fromOutboxEntry(f).map((e) => `${e.event?.kind}:${e.event?.requestId}`));
+    const events = (await a.app.redis.xrange(k.outbox, '-', '+')).flatMap(([, f]) =>
+      fromOutboxEntry(f).map((e) => `${e.event?.kind}:${e.event?.requestId}`),
+    );
     expect(events).toEqual(['D:x', 'C:x', 'D:y', 'D:w']);
   });
 });

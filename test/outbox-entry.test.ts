@@ -55,7 +55,13 @@ describe('packed outbox entries', () => {
       { op: 'D', input: { requestId: 'r3', userId: 'u:3', quantity: 2, perUserLimit: 0 } },
     ];
     const replies = await scripts().shardBatch(shard, ops, true);
-    expect(replies.map((r) => (r instanceof Error ? r.message : r.kind))).toEqual(['deducted', 'deducted', 'replay', 'compensated', 'deducted']);
+    expect(replies.map((r) => (r instanceof Error ? r.message : r.kind))).toEqual([
+      'deducted',
+      'deducted',
+      'replay',
+      'compensated',
+      'deducted',
+    ]);
     const all = await entries(shard);
     expect(all).toHaveLength(1);
     expect(fromOutboxEntry(all[0]!).map((e) => e.event)).toEqual([

@@ -48,7 +48,9 @@ async function alone(s: Scripts, shard: ShardRef, op: BatchOp): Promise<BatchRep
 /** What a shard holds: level, user counts, outbox events (kind and request id, in order). */
 async function stateOf(shard: ShardRef) {
   const k = scripts().keys(shard);
-  const events = (await a.app.redis.xrange(k.outbox, '-', '+')).flatMap(([, f]) => fromOutboxEntry(f).map((e) => `${e.event?.kind}:${e.event?.requestId}`));
+  const events = (await a.app.redis.xrange(k.outbox, '-', '+')).flatMap(([, f]) =>
+    fromOutboxEntry(f).map((e) => `${e.event?.kind}:${e.event?.requestId}`),
+  );
   return { shard: await a.app.redis.hgetall(k.shard), users: await a.app.redis.hgetall(k.users), events };
 }
 

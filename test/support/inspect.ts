@@ -9,7 +9,9 @@ export async function shardState(app: App, couponId: string) {
   const levels = await app.store.probe(shards);
   // Events, not entries: one entry holds every event of one Lua call (group commit).
   const outbox = await Promise.all(
-    shards.map(async (s) => (await app.redis.xrange(app.store.keys(s).outbox, '-', '+')).reduce((n, [, f]) => n + fromOutboxEntry(f).length, 0)),
+    shards.map(async (s) =>
+      (await app.redis.xrange(app.store.keys(s).outbox, '-', '+')).reduce((n, [, f]) => n + fromOutboxEntry(f).length, 0),
+    ),
   );
   const moves = await Promise.all(shards.map((s) => app.store.pendingMoves(s)));
   return {

@@ -17,9 +17,7 @@ export interface OutboxEntry {
 type RawEntries = [string, string[]][];
 
 function entries(raw: RawEntries | null | undefined): OutboxEntry[] {
-  return (raw ?? [])
-    .filter((e) => Array.isArray(e[1]))
-    .map(([streamId, fields]) => ({ streamId, events: fromOutboxEntry(fields) }));
+  return (raw ?? []).filter((e) => Array.isArray(e[1])).map(([streamId, fields]) => ({ streamId, events: fromOutboxEntry(fields) }));
 }
 
 /** Milliseconds part of a stream id: when the entry was added. */
