@@ -70,9 +70,13 @@ if refusal then
 end
 
 local run = openRun(state, windowSec, firstBucket, slot, shardIndex, couponId, ARGV[5])
-local fields = {}
-for i = 7, #ARGV - 5, 6 do fields[#fields + 1] = ARGV[i + 2] end
-prefetchRecords(run, fields)
+-- From three requests on, three HMGETs for all of their records cost less than findRecord's up to three HGETs
+-- per request; with fewer, the HGETs cost less (measured A/B on one node).
+if #ARGV - 6 >= 18 then
+  local fields = {}
+  for i = 7, #ARGV - 5, 6 do fields[#fields + 1] = ARGV[i + 2] end
+  prefetchRecords(run, fields)
+end
 
 -- One request; a function defined once, so that pcall needs no closure per request.
 local function runOne(i)
