@@ -45,11 +45,17 @@ local nowMs = ARGV[6]
 local limited = ARGV[7] == '1'
 
 -- The shard first: after a loss the request record is gone too, and "never deducted" would be a lie.
-local state = redis.call('HMGET', shardKey, 'avail', 'pz')
+local state = redis.call('HMGET', shardKey, 'avail', 'net', 'ep', 'pz')
 if not state[1] then
   return { -4 }
 end
-local wait = pausedFor(state[2])
+local wait = pausedFor(state[4])
 if wait > 0 then return { -5, wait } end
-if not writeSlot(tonumber(ARGV[8]), tonumber(ARGV[9])) then return { -8 } end
-return compensateRecorded(requestId, field, reason, limited, tonumber(state[1]), shardIndex, couponId, nowMs)
+local windowSec = tonumber(ARGV[8])
+local firstBucket = tonumber(ARGV[9])
+local slot = writeSlot(windowSec, firstBucket)
+if not slot then return { -8 } end
+local run = openRun(state, windowSec, firstBucket, slot, shardIndex, couponId, nowMs)
+local reply = compensateRecorded(run, requestId, field, reason, limited)
+closeRun(run)
+return reply

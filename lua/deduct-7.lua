@@ -52,7 +52,7 @@ local creditsKey = KEYS[7]
 local requestId = ARGV[1]
 local field = ARGV[2]
 local userId = ARGV[3]
-local quantity = tonumber(ARGV[4])
+local quantity = ARGV[4]
 local limit = tonumber(ARGV[5])
 local windowSec = tonumber(ARGV[6])
 local firstBucket = tonumber(ARGV[7])
@@ -61,12 +61,12 @@ local couponId = ARGV[9]
 local nowMs = tonumber(ARGV[10])
 local creditRetentionMs = tonumber(ARGV[11])
 
-local state = redis.call('HMGET', shardKey, 'avail', 'pz')
+local state = redis.call('HMGET', shardKey, 'avail', 'net', 'ep', 'pz')
 if not state[1] then
   return { -4 }
 end
 -- A recovery holds the coupon still while it measures and rebuilds it.
-local wait = pausedFor(state[2])
+local wait = pausedFor(state[4])
 if wait > 0 then return { -5, wait } end
 local slot = writeSlot(windowSec, firstBucket)
 if not slot then return { -8 } end
@@ -74,4 +74,8 @@ if not slot then return { -8 } end
 -- Credits first: units moved here for this request must land even when it turns out to be a replay.
 if not applyCredits(shardKey, creditsKey, ARGV[12], 13, nowMs, creditRetentionMs) then return { -7 } end
 
-return deductRecorded(requestId, field, userId, quantity, limit, windowSec, firstBucket, slot, shardIndex, couponId, nowMs)
+if #ARGV >= 13 then state[1] = redis.call('HGET', shardKey, 'avail') end
+local run = openRun(state, windowSec, firstBucket, slot, shardIndex, couponId, ARGV[10])
+local reply = deductRecorded(run, requestId, field, userId, quantity, limit)
+closeRun(run)
+return reply

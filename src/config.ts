@@ -69,7 +69,7 @@ export interface Config {
   ackReplicas: number;
   /** SHARDSTOCK_WORKERS — background roles this instance runs: relay, settle, sweep, reconcile (comma-separated, or `none`). Default all. */
   workers: Set<'relay' | 'settle' | 'sweep' | 'reconcile'>;
-  /** SHARDSTOCK_RELAY_BATCH — outbox events read and published per batch. Default 1000. */
+  /** SHARDSTOCK_RELAY_BATCH — outbox entries read and published per batch (an entry holds one Lua call's events). Default 1000. */
   relayBatch: number;
   /** SHARDSTOCK_SETTLE_BATCH — most JetStream messages one settlement transaction applies (under a backlog; at low traffic a message settles as soon as it arrives). Default 2000. */
   settleBatch: number;

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DeductScriptInput, ShardRef } from '../src/domain/ports.js';
 import { type BatchOp, type BatchReply, Scripts } from '../src/redis/scripts.js';
 import { ShardBatcher } from '../src/redis/shard-batcher.js';
+import { fromOutboxEntry } from '../src/settlement/event.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 
 let a: TestApp;
@@ -76,7 +77,9 @@ describe('attack: a batch that ran but lost its reply is re-sent', () => {
     expect([Number(level.avail), Number(level.net)]).toEqual([6, 4]);
     expect(await a.app.redis.hgetall(k.users)).toEqual({ u1: '1', u2: '3' });
     // One outbox event per change: D x, C x, D y, D w.
-    const events = (await a.app.redis.xrange(k.outbox, '-', '+')).map(([, f]) => `${f[1]}:${f[5]}`);
+    const events = (await a.app.redis.xrange(k.outbox, '-', '+')).flatMap(([, f]) =>
+      fromOutboxEntry(f).map((e) => `${e.event?.kind}:${e.event?.requestId}`),
+    );
     expect(events).toEqual(['D:x', 'C:x', 'D:y', 'D:w']);
   });
 });

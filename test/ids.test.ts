@@ -3,16 +3,14 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { eventId, ledgerKey, moveCreditId, moveIdFor, moveRound, restockCreditId, unreadableEventId } from '../src/domain/ids.js';
-import { fromOutboxFields, OUTBOX_FIELDS } from '../src/settlement/event.js';
+import { fromOutboxEntry, fromOutboxFields, OUTBOX_FIELDS } from '../src/settlement/event.js';
 
 const lua = (file: string) => readFileSync(new URL(`../lua/${file}`, import.meta.url), 'utf8');
 
-/** The field names of the XADD of kind `k` in lua/includes/shard-ops.lua (which deduct-7.lua, compensate-6.lua
- * and shard-batch-7.lua all run): `'XADD', key, '*', 'k', '<kind>', 'name', value, …`. */
-function xaddFields(kind: 'D' | 'C'): string[] {
-  const calls = [...lua('includes/shard-ops.lua').matchAll(/redis\.call\('XADD',\s*[\w[\]]+,\s*'\*',([\s\S]*?)\)\s*\n/g)];
-  const call = calls.find((c) => c[1]!.trim().startsWith(`'k', '${kind}'`));
-  if (!call) throw new Error(`shard-ops.lua has no XADD of kind ${kind}`);
+/** The field names of the one-event XADD in hold-confirm-7.lua: `'XADD', key, '*', 'k', 'D', 'name', value, …`. */
+function xaddFields(): string[] {
+  const call = /redis\.call\('XADD',\s*[\w[\]]+,\s*'\*',([\s\S]*?)\)\s*\n/.exec(lua('hold-confirm-7.lua'));
+  if (!call) throw new Error('hold-confirm-7.lua has no XADD');
   const args = call[1]!.split(',').map((a) => a.trim());
   return args.filter((_, i) => i % 2 === 0).map((a) => /^'(\w+)'$/.exec(a)?.[1] ?? `<not a literal: ${a}>`);
 }
@@ -33,12 +31,8 @@ describe('ids', () => {
 describe('outbox fields', () => {
   const all = Object.values(OUTBOX_FIELDS).sort();
 
-  it('when a deduction appends its event, then it writes every field the parser reads but the reason', () => {
-    expect(xaddFields('D').sort()).toEqual(all.filter((f) => f !== OUTBOX_FIELDS.reason));
-  });
-
-  it('when a compensation appends its event, then it writes every field the parser reads', () => {
-    expect(xaddFields('C').sort()).toEqual(all);
+  it('when a confirmed hold appends its one-event entry, then it writes every field the parser reads but the reason', () => {
+    expect(xaddFields().sort()).toEqual(all.filter((f) => f !== OUTBOX_FIELDS.reason));
   });
 
   it('when a script appends deduct or compensate events, then it does so through shard-ops.lua only', () => {
@@ -48,20 +42,27 @@ describe('outbox fields', () => {
     }
   });
 
-  it('when an entry carries those fields, then the parser reads an event from it', () => {
-    for (const kind of ['D', 'C'] as const) {
-      const sample: Record<string, string> = {
-        k: kind,
-        c: 'c1',
-        r: 'r1',
-        u: 'u1',
-        q: '2',
-        s: '0',
-        t: '1',
-        m: 'x',
-      };
-      const fields = xaddFields(kind).flatMap((f) => [f, sample[f]!]);
-      expect(fromOutboxFields(fields), kind).toMatchObject({ couponId: 'c1', requestId: 'r1', quantity: 2 });
-    }
+  it('when a one-event entry carries those fields, then the parser reads an event from it', () => {
+    const sample: Record<string, string> = { k: 'D', c: 'c1', r: 'r1', u: 'u1', q: '2', s: '0', t: '1' };
+    const fields = xaddFields().flatMap((f) => [f, sample[f]!]);
+    expect(fromOutboxEntry(fields).map((e) => e.event)).toEqual([
+      { kind: 'D', couponId: 'c1', requestId: 'r1', userId: 'u1', quantity: 2, shard: 0, occurredAt: 1, reason: '' },
+    ]);
+    expect(fromOutboxFields([...fields, 'm', 'why'])).toMatchObject({ kind: 'D', reason: 'why' });
+  });
+
+  it('when a packed entry carries several events, then each is read with the shared coupon, shard and time, a reason may hold |, and a broken one is passed on alone', () => {
+    const fields = ['c', 'c1', 's', '3', 't', '1700', 'D', 'r1|u1|2', 'D', 'r2||1', 'C', 'r1|u1|2|refund | late', 'D', 'broken'];
+    const events = fromOutboxEntry(fields);
+    const base = { couponId: 'c1', shard: 3, occurredAt: 1700 };
+    expect(events.map((e) => e.event)).toEqual([
+      { ...base, kind: 'D', requestId: 'r1', userId: 'u1', quantity: 2, reason: '' },
+      { ...base, kind: 'D', requestId: 'r2', userId: '', quantity: 1, reason: '' },
+      { ...base, kind: 'C', requestId: 'r1', userId: 'u1', quantity: 2, reason: 'refund | late' },
+      null,
+    ]);
+    expect(events[3]!.raw).toEqual(['c', 'c1', 's', '3', 't', '1700', 'D', 'broken']);
+    // Neither form: one unreadable event with every field.
+    expect(fromOutboxEntry(['x', '1'])).toEqual([{ event: null, raw: ['x', '1'] }]);
   });
 });

@@ -7,6 +7,7 @@ import { DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import type { ShardRef } from '../src/domain/ports.js';
 import { homeShard } from '../src/domain/routing.js';
 import { RedisStockStore } from '../src/redis/stock-store.js';
+import { fromOutboxEntry } from '../src/settlement/event.js';
 import { type BatchOp, type BatchReply, Scripts } from '../src/redis/scripts.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
@@ -47,7 +48,9 @@ async function alone(s: Scripts, shard: ShardRef, op: BatchOp): Promise<BatchRep
 /** What a shard holds: level, user counts, outbox events (kind and request id, in order). */
 async function stateOf(shard: ShardRef) {
   const k = scripts().keys(shard);
-  const events = (await a.app.redis.xrange(k.outbox, '-', '+')).map(([, f]) => `${f[1]}:${f[5]}`);
+  const events = (await a.app.redis.xrange(k.outbox, '-', '+')).flatMap(([, f]) =>
+    fromOutboxEntry(f).map((e) => `${e.event?.kind}:${e.event?.requestId}`),
+  );
   return { shard: await a.app.redis.hgetall(k.shard), users: await a.app.redis.hgetall(k.users), events };
 }
 

@@ -216,10 +216,11 @@ export class Scripts {
         args.push('C', o.requestId, recordField(o.requestId), '', o.reason, o.limited ? 1 : 0);
       }
     }
-    const replies = (await this.fn.shardBatch(...args)) as Reply[];
+    // Flat: three values per request (shard-batch-7.lua).
+    const flat = (await this.fn.shardBatch(...args)) as Reply;
     return ops.map((o, i) => {
-      const r = replies[i];
-      if (!r) return new Error(`shard-batch-7.lua returned no reply for request ${i}`);
+      if (flat.length < 3 * i + 3) return new Error(`shard-batch-7.lua returned no reply for request ${i}`);
+      const r = flat.slice(3 * i, 3 * i + 3);
       if (Number(r[0]) === -9) return new Error(`shard-batch-7.lua: ${String(r[1])}`);
       try {
         return o.op === 'D' ? parseDeduct(r) : parseCompensate(r);

@@ -27,8 +27,8 @@ export function signedQuantity(e: Pick<SettlementEvent, 'kind' | 'quantity'>): n
 
 export const LEDGER_KIND = { D: 'DEDUCT', C: 'COMPENSATE' } as const;
 
-/** The outbox entry's field names, as lua/deduct-7.lua and lua/compensate-6.lua XADD them (a test keeps the
- * scripts and this list in step). */
+/** The field names of a one-event outbox entry, as hold-confirm-7.lua XADDs it (a test keeps the script and this
+ * list in step); shard-ops.lua's packed entries use the same names for the shared fields. */
 export const OUTBOX_FIELDS = {
   kind: 'k',
   couponId: 'c',
@@ -40,10 +40,73 @@ export const OUTBOX_FIELDS = {
   reason: 'm',
 } as const satisfies Record<keyof SettlementEvent, string>;
 
-/** The outbox stream entry's field list, as the Lua scripts XADD it. */
-export function fromOutboxFields(fields: string[]): SettlementEvent | null {
+/** One event of an outbox entry: parsed, or null when it does not parse (relayed as-is, a poison message in
+ * settlement), with its own fields. */
+export interface OutboxEvent {
+  event: SettlementEvent | null;
+  raw: string[];
+}
+
+/** The fields of an entry all of its packed events share. */
+const SHARED = [OUTBOX_FIELDS.couponId, OUTBOX_FIELDS.shard, OUTBOX_FIELDS.occurredAt] as const;
+
+/**
+ * An outbox stream entry's field list, in either of two forms:
+ * - one event, a field per value (`k`, `c`, `r`, …: OUTBOX_FIELDS), as hold-confirm-7.lua writes it and as
+ *   every entry was written before group commit;
+ * - packed, as lua/includes/shard-ops.lua writes one Lua call's events: `c`, `s`, `t` shared, then one field
+ *   per event, named by its kind (`D` or `C`), valued "requestId|userId|quantity" and for a C "|reason" after
+ *   it (ids never contain '|'; the reason, last, may).
+ */
+export function fromOutboxEntry(fields: string[]): OutboxEvent[] {
+  if (fields[0] === OUTBOX_FIELDS.kind) return [{ event: fromFieldMap(fieldMap(fields)), raw: fields }];
+  const shared: string[] = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    if ((SHARED as readonly string[]).includes(fields[i]!)) shared.push(fields[i]!, fields[i + 1]!);
+  }
+  const out: OutboxEvent[] = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const kind = fields[i]!;
+    if (kind !== 'D' && kind !== 'C') continue;
+    const raw = [...shared, kind, fields[i + 1]!];
+    out.push({ event: fromPacked(kind, fields[i + 1]!, fieldMap(shared)), raw });
+  }
+  // Neither form: one unreadable event, passed on as it is.
+  if (out.length === 0) return [{ event: null, raw: fields }];
+  return out;
+}
+
+function fieldMap(fields: string[]): Record<string, string> {
   const f: Record<string, string> = {};
   for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i]!] = fields[i + 1]!;
+  return f;
+}
+
+function fromPacked(kind: EventKind, value: string, shared: Record<string, string>): SettlementEvent | null {
+  const a = value.indexOf('|');
+  const b = a < 0 ? -1 : value.indexOf('|', a + 1);
+  if (b < 0) return null;
+  const c = value.indexOf('|', b + 1);
+  const F = OUTBOX_FIELDS;
+  return validate({
+    kind,
+    couponId: shared[F.couponId] ?? '',
+    requestId: value.slice(0, a),
+    userId: value.slice(a + 1, b),
+    quantity: Number(c < 0 ? value.slice(b + 1) : value.slice(b + 1, c)),
+    shard: Number(shared[F.shard]),
+    occurredAt: Number(shared[F.occurredAt]),
+    reason: c < 0 ? '' : value.slice(c + 1),
+  });
+}
+
+/** The first event of an outbox entry (a single-event entry: the hold scripts, and entries written before
+ * group commit shared one entry per call). */
+export function fromOutboxFields(fields: string[]): SettlementEvent | null {
+  return fromOutboxEntry(fields)[0]?.event ?? null;
+}
+
+function fromFieldMap(f: Record<string, string>): SettlementEvent | null {
   const F = OUTBOX_FIELDS;
   return validate({
     kind: f[F.kind] as EventKind,

@@ -2,6 +2,7 @@
 // deduction record, and how many D (deduct) events each has in the outbox streams.
 import type { App } from '../../src/app/app.js';
 import { allShards, homeShard, shardRef } from '../../src/domain/routing.js';
+import { fromOutboxEntry } from '../../src/settlement/event.js';
 import { recordedQuantity } from '../../test/support/bucket-fields.js';
 
 export async function recordsAndOutbox(app: App, couponId: string, requestIds: Iterable<string>) {
@@ -16,9 +17,10 @@ export async function recordsAndOutbox(app: App, couponId: string, requestIds: I
   const outboxDeducts = new Map<string, number>();
   for (const s of allShards(coupon)) {
     for (const [, fields] of await app.redis.xrange(app.store.keys(s).outbox, '-', '+')) {
-      const f = new Map<string, string>();
-      for (let i = 0; i + 1 < fields.length; i += 2) f.set(fields[i]!, fields[i + 1]!);
-      if (f.get('k') === 'D') outboxDeducts.set(f.get('r')!, (outboxDeducts.get(f.get('r')!) ?? 0) + 1);
+      // An entry holds every event of one Lua call (group commit).
+      for (const { event: e } of fromOutboxEntry(fields)) {
+        if (e?.kind === 'D') outboxDeducts.set(e.requestId, (outboxDeducts.get(e.requestId) ?? 0) + 1);
+      }
     }
   }
   return { recorded, outboxDeducts };

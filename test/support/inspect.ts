@@ -1,12 +1,18 @@
 // Reads a coupon's shards straight from Redis, for exact counting in tests.
 import type { App } from '../../src/app/app.js';
 import { allShards } from '../../src/domain/routing.js';
+import { fromOutboxEntry } from '../../src/settlement/event.js';
 
 export async function shardState(app: App, couponId: string) {
   const coupon = (await app.repo.find(couponId))!;
   const shards = allShards(coupon);
   const levels = await app.store.probe(shards);
-  const outbox = await Promise.all(shards.map((s) => app.redis.xlen(app.store.keys(s).outbox)));
+  // Events, not entries: one entry holds every event of one Lua call (group commit).
+  const outbox = await Promise.all(
+    shards.map(async (s) =>
+      (await app.redis.xrange(app.store.keys(s).outbox, '-', '+')).reduce((n, [, f]) => n + fromOutboxEntry(f).length, 0),
+    ),
+  );
   const moves = await Promise.all(shards.map((s) => app.store.pendingMoves(s)));
   return {
     coupon,

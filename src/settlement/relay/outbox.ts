@@ -5,21 +5,19 @@ import type { Cluster } from 'ioredis';
 import type { ShardLevel, ShardRef } from '../../domain/ports.js';
 import { RELAY_GROUP, shardKeys } from '../../redis/keys.js';
 import { parseShardLevel, SHARD_LEVEL_FIELDS } from '../../redis/shard-level.js';
-import { fromOutboxFields, type SettlementEvent } from '../event.js';
+import { fromOutboxEntry, type OutboxEvent, type SettlementEvent } from '../event.js';
 
 export interface OutboxEntry {
   streamId: string;
-  /** null: the entry does not parse (it is relayed as-is and becomes a poison message in settlement). */
-  event: SettlementEvent | null;
-  raw: string[];
+  /** One or more (one Lua call's events share an entry); an event that does not parse is relayed as-is and
+   * becomes a poison message in settlement. */
+  events: OutboxEvent[];
 }
 
 type RawEntries = [string, string[]][];
 
 function entries(raw: RawEntries | null | undefined): OutboxEntry[] {
-  return (raw ?? [])
-    .filter((e) => Array.isArray(e[1]))
-    .map(([streamId, fields]) => ({ streamId, event: fromOutboxFields(fields), raw: fields }));
+  return (raw ?? []).filter((e) => Array.isArray(e[1])).map(([streamId, fields]) => ({ streamId, events: fromOutboxEntry(fields) }));
 }
 
 /** Milliseconds part of a stream id: when the entry was added. */
@@ -120,7 +118,7 @@ export class OutboxStreams {
     const lastId = (r[2]![1] as RawEntries)[0]?.[0];
     const events: SettlementEvent[] = [];
     for (;;) {
-      for (const e of page) if (e.event) events.push(e.event);
+      for (const e of page) for (const o of e.events) if (o.event) events.push(o.event);
       if (page.length < pageSize || !lastId) break;
       // Later pages: only up to the last entry of the snapshot, so entries added since are not counted.
       const from = `(${page[page.length - 1]!.streamId}`;

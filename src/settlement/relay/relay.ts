@@ -16,7 +16,7 @@ import { allShards } from '../../domain/routing.js';
 import type { Logger } from '../../util/logger.js';
 import { Stoppable } from '../stoppable.js';
 import { unreadableEventId } from '../../domain/ids.js';
-import { eventId, encodeEvent } from '../event.js';
+import { eventId, encodeEvent, type OutboxEvent } from '../event.js';
 import type { OutboxEntry, OutboxStreams } from './outbox.js';
 import type { RelayStats } from '../stats.js';
 
@@ -271,11 +271,12 @@ export class Relay {
   private pumpPublishes(): void {
     while (this.publishing < this.window && this.queueHead < this.queue.length) {
       const job = this.queue[this.queueHead++]!;
-      this.publishing++;
-      this.publish(job.s.ref, job.entry).then(
+      // The window counts events: one entry may carry a whole batch of them.
+      this.publishing += job.entry.events.length;
+      this.publishEntry(job.s.ref, job.entry).then(
         (r) => {
-          if (r === 'duplicate') this.stats.duplicates++;
-          else this.stats.published++;
+          this.stats.duplicates += r.duplicates;
+          this.stats.published += r.stored;
           job.ok = true;
           this.published(job);
         },
@@ -293,18 +294,28 @@ export class Relay {
   }
 
   private published(job: Job): void {
-    this.publishing--;
+    this.publishing -= job.entry.events.length;
     job.done();
     this.pumpPublishes();
   }
 
-  private publish(shard: ShardRef, entry: OutboxEntry): Promise<'stored' | 'duplicate'> {
-    if (entry.event) return this.publisher.publish(entry.event.couponId, eventId(entry.event), encodeEvent(entry.event));
+  /** Publishes every event of one entry; resolves with how many JetStream already had, once all are stored. An
+   * entry is removed only when all of its events were stored: a failed one sends the whole entry again
+   * later, and the message ids (event ids) make JetStream drop the ones it has. */
+  private async publishEntry(shard: ShardRef, entry: OutboxEntry): Promise<{ stored: number; duplicates: number }> {
+    const results = await Promise.all(entry.events.map((e, i) => this.publishEvent(shard, entry.streamId, i, e)));
+    const duplicates = results.filter((r) => r === 'duplicate').length;
+    return { stored: results.length - duplicates, duplicates };
+  }
+
+  private publishEvent(shard: ShardRef, streamId: string, index: number, e: OutboxEvent): Promise<'stored' | 'duplicate'> {
+    if (e.event) return this.publisher.publish(e.event.couponId, eventId(e.event), encodeEvent(e.event));
     // Not an event the settler can read: pass it on anyway, so it is recorded as an anomaly instead of
     // sitting in the outbox for ever.
     const fields: Record<string, string> = {};
-    for (let i = 0; i + 1 < entry.raw.length; i += 2) fields[entry.raw[i]!] = entry.raw[i + 1]!;
-    return this.publisher.publish(shard.couponId, unreadableEventId(shard.tag, entry.streamId), encoder.encode(JSON.stringify(fields)));
+    for (let i = 0; i + 1 < e.raw.length; i += 2) fields[e.raw[i]!] = e.raw[i + 1]!;
+    const id = unreadableEventId(shard.tag, index === 0 ? streamId : `${streamId}/${index}`);
+    return this.publisher.publish(shard.couponId, id, encoder.encode(JSON.stringify(fields)));
   }
 
   /** Backlog and lag figures, dead consumers' entries, and (now and then) coupons nobody here serves. */
