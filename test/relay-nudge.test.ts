@@ -46,7 +46,12 @@ describe('relay nudges', () => {
     const writes = new OutboxWrites();
     relay = new Relay(
       outbox,
-      { publish: async () => (published.push(Date.now()), 'stored') },
+      {
+        publish: async () => {
+          published.push(Date.now());
+          return 'stored';
+        },
+      },
       { active: () => [coupon], discover: async () => [] },
       newSettlementStats().relay,
       { batch: 100, pollMs: 2000, idlePollMaxMs: 2000, claimIdleMs: 60_000, sweepIntervalMs: 60_000, nudges: writes, nudgeGapMs: 10 },
