@@ -27,6 +27,7 @@ import { SlotMapPlacement } from '../redis/shard-tags.js';
 import { RedisStockStore } from '../redis/stock-store.js';
 import { SettlementStreamReader, settlementNames } from '../settlement/jetstream.js';
 import { OutboxStreams } from '../settlement/relay/outbox.js';
+import { OutboxWrites, outboxObservers } from '../settlement/relay/outbox-writes.js';
 import { JetStreamPublisher } from '../settlement/relay/publisher.js';
 import { LedgerStore } from '../settlement/settle/ledger-store.js';
 import { RedisRefusalStore } from '../settlement/settle/refusal-store.js';
@@ -99,9 +100,11 @@ export function buildDomain(
   const shardLevels = new ShardLevels();
   // Moves and probes also tell the move sweep which shards may hold pending moves (sweep-plan.ts).
   const moveSuspects = new MoveSuspects();
+  // Deductions and compensations made here tell this instance's relay to read their shards at once.
+  const outboxWrites = new OutboxWrites();
   // Timed, watched and guarded (adapter errors → UNAVAILABLE) in one wrapper: it sits on every Deduct.
   const guardedStore: StockStore = timed(store, metrics.redisDuration, metrics.redisErrors, {
-    observers: combineObservers(levelObservers(shardLevels), moveObservers(moveSuspects)),
+    observers: combineObservers(levelObservers(shardLevels), moveObservers(moveSuspects), outboxObservers(outboxWrites)),
     mapError: adapterError('Redis'),
   });
   const repo: CouponRepository = guardErrors(new MikroCouponRepository(orm), 'the database');
@@ -157,6 +160,7 @@ export function buildDomain(
       signals,
       nats,
       log,
+      outboxWrites,
     },
     config,
   );

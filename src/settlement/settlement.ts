@@ -15,6 +15,7 @@ import { ensureSettlementStream, type SettlementStreamReader, settlementNames, t
 import { InFlight } from './reconcile/in-flight.js';
 import { PeriodicReconciler, Reconciler } from './reconcile/reconciler.js';
 import type { OutboxStreams } from './relay/outbox.js';
+import type { OutboxWrites } from './relay/outbox-writes.js';
 import { type EventPublisher, Relay } from './relay/relay.js';
 import type { LedgerStore } from './settle/ledger-store.js';
 import { OrphanRepair } from './settle/orphan-repair.js';
@@ -43,6 +44,8 @@ export interface SettlementDeps {
   /** The stream's set-up, the settler's consumer, orphan repair. */
   nats: NatsConnection;
   log: Logger;
+  /** Outbox writes made on this instance, which the relay reads at once (relay/outbox-writes.ts). */
+  outboxWrites?: OutboxWrites | undefined;
 }
 
 /** The settings settlement reads. */
@@ -132,6 +135,7 @@ export class Settlement {
           inFlight: config.relayInFlight,
           claimIdleMs: config.relayClaimIdleMs,
           sweepIntervalMs: config.sweepIntervalMs,
+          nudges: this.d.outboxWrites,
         },
         log,
       ).start();

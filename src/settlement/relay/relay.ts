@@ -48,6 +48,11 @@ export interface RelayOptions {
   sweepIntervalMs: number;
   /** Every this many sweeps, MySQL is asked for coupons to look at (the first sweep always asks). Default 15. */
   discoverEverySweeps?: number;
+  /** Writes made on this instance (outbox-writes.ts): a shard written is read within nudgeGapMs of its last
+   * read instead of at its next poll. */
+  nudges?: { listen(fn: (shard: ShardRef) => void): () => void } | undefined;
+  /** Least time between two reads of a shard that nudges bring forward. Default 10 ms. */
+  nudgeGapMs?: number;
 }
 
 interface ShardState {
@@ -56,6 +61,10 @@ interface ShardState {
   dirty: boolean;
   idleStreak: number;
   nextPollAt: number;
+  /** When its last read started. */
+  lastReadAt: number;
+  /** Written on this instance since its last read started (a nudge). */
+  nudged: boolean;
   /** A read of this shard is running. */
   reading: boolean;
   /** Stream ids of this shard handed to the publish window and not removed yet. */
@@ -90,6 +99,9 @@ export class Relay {
   private failures = 0;
   private listed: ShardState[] | undefined;
   private listedAt = 0;
+  /** When the loop's current nap ends (a nudge due earlier wakes it). */
+  private napUntil = 0;
+  private unlisten: (() => void) | undefined;
 
   constructor(
     private readonly outbox: OutboxStreams,
@@ -101,13 +113,36 @@ export class Relay {
   ) {}
 
   start(): this {
+    this.unlisten = this.options.nudges?.listen((shard) => this.nudge(shard));
     this.state.start(() => this.run());
     return this;
   }
 
   stop(): Promise<void> {
+    this.unlisten?.();
     this.wakeLoop?.();
     return this.state.stop();
+  }
+
+  /** A call on this instance wrote the shard's outbox: read it soon (at most once per nudgeGapMs), not at its
+   * next poll. Called on the Deduct path: a lookup and a comparison, and a wake-up at most once per nap. A
+   * shard not listed yet is found by the next listing (within pollMs). */
+  private nudge(ref: ShardRef): void {
+    const s = this.shards.get(`${ref.couponId}#${ref.index}`);
+    if (!s || s.nudged) return;
+    s.nudged = true;
+    // A read running now may have missed this write: readShard brings its next read forward when it ends.
+    if (s.reading) return;
+    this.soon(s);
+  }
+
+  /** The shard's next read at most nudgeGapMs after its last one; wakes the loop if it would sleep past it. */
+  private soon(s: ShardState): void {
+    const at = s.lastReadAt + (this.options.nudgeGapMs ?? 10);
+    if (s.nextPollAt <= at) return;
+    s.nextPollAt = at;
+    s.idleStreak = 0;
+    if (this.napUntil > at) this.wakeLoop?.();
   }
 
   private get window(): number {
@@ -142,9 +177,11 @@ export class Relay {
 
   private nap(untilMs: number): Promise<void> {
     const ms = Math.max(1, Math.min(untilMs - Date.now(), this.options.pollMs ?? 50, this.options.sweepIntervalMs));
+    this.napUntil = Date.now() + ms;
     return new Promise<void>((resolve) => {
       const finish = () => {
         clearTimeout(t);
+        this.napUntil = 0;
         this.wakeLoop = undefined;
         resolve();
       };
@@ -178,7 +215,16 @@ export class Relay {
         const k = `${ref.couponId}#${ref.index}`;
         wanted.add(k);
         if (!this.shards.has(k))
-          this.shards.set(k, { ref, dirty: false, idleStreak: 0, nextPollAt: 0, reading: false, inFlight: new Set() });
+          this.shards.set(k, {
+            ref,
+            dirty: false,
+            idleStreak: 0,
+            nextPollAt: 0,
+            lastReadAt: 0,
+            nudged: false,
+            reading: false,
+            inFlight: new Set(),
+          });
       }
     }
     for (const k of this.shards.keys()) if (!wanted.has(k)) this.shards.delete(k);
@@ -198,6 +244,8 @@ export class Relay {
       }
       if (this.queue.length - this.queueHead >= this.window) break;
       s.reading = true;
+      s.lastReadAt = now;
+      s.nudged = false;
       this.track(this.readShard(s, now));
     }
     return next;
@@ -225,12 +273,14 @@ export class Relay {
     if (entries.length === 0) {
       s.idleStreak++;
       s.nextPollAt = now + Math.min((this.options.pollMs ?? 50) * 2 ** s.idleStreak, this.options.idlePollMaxMs ?? 1000);
+      if (s.nudged) this.soon(s);
       return;
     }
     s.idleStreak = 0;
     // A full read means a backlog: read again at once. Fewer means caught up: the next poll is soon, without
-    // spinning on reads that would return a handful of entries each.
+    // spinning on reads that would return a handful of entries each (or sooner when written here meanwhile).
     s.nextPollAt = entries.length >= batch ? 0 : now + (this.options.pollMs ?? 50);
+    if (s.nudged) this.soon(s);
     this.track(this.relay(s, entries).then(() => {}));
   }
 
