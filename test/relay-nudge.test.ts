@@ -29,7 +29,7 @@ function fakeOutbox() {
       return [];
     },
   } as unknown as OutboxStreams;
-  const write = () => pending.push({ streamId: `${Date.now()}-${n++}`, raw: [], event: null } as unknown as OutboxEntry);
+  const write = () => pending.push({ streamId: `${Date.now()}-${n++}`, events: [{ raw: [], event: null }] });
   return { outbox, reads, write };
 }
 
