@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import { CompensateOutcome, DeductOutcome, SaleStatus } from '../src/gen/inventory/v1/inventory_pb.js';
+import { MikroCouponRepository } from '../src/db/coupon-repository.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 
 const namespace = `s${Date.now().toString(36)}`;
@@ -176,5 +177,26 @@ describe('the kill switch', () => {
     expect(answer).toBe(DeductOutcome.SALE_PAUSED);
     // Re-read at most every 5 s, in the background of a Deduct.
     expect(Date.now() - start).toBeLessThan(6500);
+  });
+  it('when the background re-read fetches sale settings, then they equal what a full read of each row gives (window, pause, revision)', async () => {
+    const open = uniqueId('rr-open');
+    const shut = uniqueId('rr-shut');
+    const start = Date.now() + 60_000;
+    await a.client.createCoupon({ couponId: open, totalStock: 5n, shardCount: 1 });
+    await a.client.createCoupon({
+      couponId: shut,
+      totalStock: 5n,
+      shardCount: 1,
+      startsAt: timestampFromMs(start),
+      endsAt: timestampFromMs(start + 9_007_199_254),
+    });
+    await a.app.orm.em.fork().execute('update coupon set sale_paused = 1, sale_revision = sale_revision + 7 where id = ?', [shut]);
+    const repo = new MikroCouponRepository(a.app.orm);
+    const read = await repo.saleSettings([open, shut, uniqueId('rr-none')]);
+    expect(read.size).toBe(2);
+    for (const id of [open, shut]) expect(read.get(id)).toEqual((await repo.find(id))!.sale);
+    expect(read.get(shut)).toEqual({ startsAt: start, endsAt: start + 9_007_199_254, paused: true, revision: expect.any(Number) });
+    expect(read.get(shut)!.revision).toBeGreaterThanOrEqual(7);
+    expect(read.get(open)).toEqual({ startsAt: null, endsAt: null, paused: false, revision: read.get(open)!.revision });
   });
 });

@@ -80,19 +80,28 @@ export class MikroCouponRepository implements CouponRepository {
   async saleSettings(ids: readonly string[]): Promise<Map<string, SaleSettings>> {
     const out = new Map<string, SaleSettings>();
     if (ids.length === 0) return out;
-    // Plain rows, no entities: thousands of coupons are re-read this way every few seconds.
-    const rows = await this.orm.em
+    // One plain statement, not the query builder: thousands of coupons are re-read this way every few
+    // seconds, and the builder's per-parameter processing of 500 ids was most of the query's CPU.
+    const rows = (await this.orm.em
       .fork()
-      .createQueryBuilder(CouponRow)
-      .select(['id', 'saleStartsAt', 'saleEndsAt', 'salePaused', 'saleRevision'])
-      .where({ id: { $in: [...ids] } })
-      .execute('all');
+      .getConnection()
+      .execute(
+        `select id, sale_starts_at, sale_ends_at, sale_paused, sale_revision from coupon where id in (${ids.map(() => '?').join(',')})`,
+        [...ids],
+        'all',
+      )) as {
+      id: string;
+      sale_starts_at: number | string | null;
+      sale_ends_at: number | string | null;
+      sale_paused: number | boolean;
+      sale_revision: number | null;
+    }[];
     for (const r of rows)
       out.set(r.id, {
-        startsAt: r.saleStartsAt == null ? null : Number(r.saleStartsAt),
-        endsAt: r.saleEndsAt == null ? null : Number(r.saleEndsAt),
-        paused: !!r.salePaused,
-        revision: r.saleRevision ?? 0,
+        startsAt: r.sale_starts_at == null ? null : Number(r.sale_starts_at),
+        endsAt: r.sale_ends_at == null ? null : Number(r.sale_ends_at),
+        paused: !!r.sale_paused,
+        revision: Number(r.sale_revision ?? 0),
       });
     return out;
   }
