@@ -79,7 +79,7 @@ export class DeductService {
     const requestId = v.requestId(input.requestId);
     const userId = v.optionalId('user_id', input.userId, v.USER_ID_MAX) ?? '';
     const quantity = input.quantity === 0n ? 1 : v.units('quantity', input.quantity, 1n, BigInt(this.maxQuantity));
-    const coupon = await this.catalog.get(couponId);
+    const coupon = this.catalog.cached(couponId) ?? (await this.catalog.get(couponId));
     const limit = coupon.perUserLimit;
     if (limit > 0 && userId === '') throw invalid('user_id', `is required: coupon ${couponId} has a per-user limit of ${limit}`);
     const sale = saleStatus(coupon.sale, this.now());
