@@ -7,7 +7,7 @@ import { create, createFileRegistry, fromBinary, toBinary, type DescMessage } fr
 import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { fileURLToPath } from 'node:url';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
-import { DeductOutcome, DeductRequestSchema, DeductResponseSchema } from '../src/gen/inventory/v1/inventory_pb.js';
+import { DeductOutcome, type DeductRequest, DeductRequestSchema, DeductResponseSchema } from '../src/gen/inventory/v1/inventory_pb.js';
 import { preEncoded, SoldOutReplies } from '../src/transport/sold-out-replies.js';
 
 let t: TestApp;
@@ -157,7 +157,7 @@ describe('pre-encoded SOLD_OUT replies', () => {
       new Promise<Buffer>((resolve, reject) =>
         generic.makeUnaryRequest(
           '/inventory.v1.InventoryService/Deduct',
-          (m: any) => Buffer.from(toBinary(DeductRequestSchema, m)),
+          (m: DeductRequest) => Buffer.from(toBinary(DeductRequestSchema, m)),
           (b: Buffer) => b,
           create(DeductRequestSchema, { couponId: id, requestId, quantity: 1n }),
           (err, r) => (err ? reject(err) : resolve(r!)),
