@@ -89,6 +89,24 @@ describe('move-ack on a lost shard', () => {
   });
 });
 
+describe('fallback next to a lost shard', () => {
+  it('when the only shard with units left has lost its data, then a short request waits for its rebuild and is DEDUCTED, never SOLD_OUT', async () => {
+    const c = await coupon(2, 2); // one unit per shard
+    const first = idOn(c, 0, 'a');
+    expect((await a.client.deduct({ couponId: c.id, requestId: first, quantity: 1n })).outcome).toBe(DeductOutcome.DEDUCTED);
+    // Shard 1 still owes its unit; its hash goes as with a flushed master (its outbox holds no event).
+    await a.app.redis.del(a.app.store.keys(shardRef(c, 1)).shard);
+    const reloads = a.app.deduct.stats.reloads;
+    // Home shard 0 is empty: the fallback finds shard 1 lost, not empty.
+    const r = await a.client.deduct({ couponId: c.id, requestId: idOn(c, 0, 'b'), quantity: 1n });
+    expect(r.outcome).toBe(DeductOutcome.DEDUCTED);
+    expect(a.app.deduct.stats.reloads).toBeGreaterThan(reloads);
+    const s = await untilNoTransit(c.id);
+    expect([s.available, s.net]).toEqual([0, 2]);
+    expect((await a.client.deduct({ couponId: c.id, requestId: idOn(c, 1, 'c'), quantity: 1n })).outcome).toBe(DeductOutcome.SOLD_OUT);
+  });
+});
+
 describe('a replay of a compensated deduction', () => {
   it('when a deduction was compensated, then its replay says so on gRPC and on Connect, also from the sold-out fast path', async () => {
     const c = await coupon(1, 1);

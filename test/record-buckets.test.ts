@@ -157,3 +157,63 @@ describe('bucketed request records', () => {
     expect(await Promise.all(['was', 'never'].map((id) => batcher.read(shard, id)))).toEqual(['missing', 'missing']);
   });
 });
+
+describe('record read batcher', () => {
+  /** Real record reads, each held until the test lets it go: a call "in flight" for as long as the test likes. */
+  function heldReads(s: Scripts) {
+    const calls: { ids: string[]; go: () => void }[] = [];
+    const scripts = {
+      recordReads: async (shard: Parameters<Scripts['recordReads']>[0], ids: readonly string[]) => {
+        await new Promise<void>((go) => calls.push({ ids: [...ids], go }));
+        return s.recordReads(shard, ids);
+      },
+    };
+    return { scripts, calls };
+  }
+  const turn = () => new Promise((r) => setImmediate(r));
+
+  it('when reads of one shard arrive while its call is in flight, then they wait and go together in the next call, one call at a time', async () => {
+    const { shard, at } = await shardWith(10);
+    const s = at(0);
+    expect((await s.deduct(shard, input('had', 'u1', 1), [], '', 1)).kind).toBe('deducted');
+    const { scripts, calls } = heldReads(s);
+    const sizes: number[] = [];
+    const batcher = new RecordReadBatcher(scripts, 64, (n) => sizes.push(n));
+    const first = batcher.read(shard, 'had');
+    await turn();
+    expect(calls).toHaveLength(1);
+    // Three more turns, three more reads: none is sent while the first call is in flight.
+    const later: Promise<unknown>[] = [];
+    for (const id of ['a', 'had', 'b']) {
+      later.push(batcher.read(shard, id));
+      await turn();
+    }
+    expect(calls).toHaveLength(1);
+    calls[0]!.go();
+    expect(await first).toMatchObject({ quantity: 1 });
+    await turn();
+    expect(calls.map((c) => c.ids)).toEqual([['had'], ['a', 'had', 'b']]);
+    calls[1]!.go();
+    const answers = await Promise.all(later);
+    expect(answers.map((r) => (r && r !== 'missing' ? (r as { quantity: number }).quantity : r))).toEqual([null, 1, null]);
+    expect(sizes).toEqual([1, 3]);
+  });
+
+  it("when a shard's call hangs, then its next reads are sent beside it after 100 ms instead of waiting for it", async () => {
+    const { shard, at } = await shardWith(10);
+    const { scripts, calls } = heldReads(at(0));
+    const batcher = new RecordReadBatcher(scripts, 64);
+    const stuck = batcher.read(shard, 'x');
+    await turn();
+    const started = Date.now();
+    const next = batcher.read(shard, 'y');
+    // The hung call is never let go until the end; the next read's call goes once the shard is released.
+    while (calls.length < 2 && Date.now() - started < 2000) await new Promise((r) => setTimeout(r, 10));
+    expect(calls).toHaveLength(2);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+    calls[1]!.go();
+    expect(await next).toBeNull();
+    calls[0]!.go();
+    expect(await stuck).toBeNull();
+  });
+});

@@ -7,6 +7,8 @@ import { create, createFileRegistry, fromBinary, toBinary, type DescMessage } fr
 import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { fileURLToPath } from 'node:url';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { DeductOutcome, type DeductRequest, DeductRequestSchema, DeductResponseSchema } from '../src/gen/inventory/v1/inventory_pb.js';
+import { preEncoded, SoldOutReplies } from '../src/transport/sold-out-replies.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -113,6 +115,72 @@ describe('gRPC port', () => {
       (err: grpc.ServiceError) => err,
     );
     expect([grpc.status.NOT_FOUND, grpc.status.UNIMPLEMENTED]).toContain(e?.code);
+  });
+});
+
+describe('pre-encoded SOLD_OUT replies', () => {
+  /** What the handler would build and grpc-js encode for a refusal from `shard`, made afresh. */
+  const fresh = (shard: number) =>
+    Buffer.from(
+      toBinary(
+        DeductResponseSchema,
+        create(DeductResponseSchema, {
+          outcome: DeductOutcome.SOLD_OUT,
+          replayed: false,
+          remaining: 0n,
+          shard,
+          granted: 0n,
+          compensated: false,
+        }),
+      ),
+    );
+
+  it("when a shard's SOLD_OUT reply is cached, then its bytes equal a freshly encoded reply, and it is one frozen message per shard", () => {
+    const replies = new SoldOutReplies();
+    for (const shard of [0, 1, 7, 15, 127, 1023]) {
+      const msg = replies.reply(shard);
+      expect(preEncoded(msg)).toEqual(fresh(shard));
+      expect(replies.reply(shard)).toBe(msg);
+      expect(Object.isFrozen(msg)).toBe(true);
+      // The message itself is the ordinary one (what Connect encodes).
+      expect(Buffer.from(toBinary(DeductResponseSchema, msg))).toEqual(fresh(shard));
+    }
+    expect(preEncoded(create(DeductResponseSchema, { outcome: DeductOutcome.SOLD_OUT }))).toBeUndefined();
+  });
+
+  it('when a sold-out coupon refuses over gRPC and Connect, then the gRPC bytes are a fresh encoding of the reply and Connect answers the same', async () => {
+    const id = uniqueId();
+    await t.client.createCoupon({ couponId: id, totalStock: 1n, shardCount: 4 });
+    expect((await t.client.deduct({ couponId: id, requestId: `${id}-a`, quantity: 1n })).outcome).toBe(DeductOutcome.DEDUCTED);
+    const generic = new grpc.Client(t.grpcAddr, grpc.credentials.createInsecure());
+    const raw = (requestId: string) =>
+      new Promise<Buffer>((resolve, reject) =>
+        generic.makeUnaryRequest(
+          '/inventory.v1.InventoryService/Deduct',
+          (m: DeductRequest) => Buffer.from(toBinary(DeductRequestSchema, m)),
+          (b: Buffer) => b,
+          create(DeductRequestSchema, { couponId: id, requestId, quantity: 1n }),
+          (err, r) => (err ? reject(err) : resolve(r!)),
+        ),
+      );
+    // The first refusal marks the coupon sold out; the next ones come from memory.
+    const shards = new Set<number>();
+    for (let i = 0; i < 12; i++) {
+      const bytes = await raw(`${id}-r${i}`);
+      const res = fromBinary(DeductResponseSchema, bytes);
+      expect(res.outcome).toBe(DeductOutcome.SOLD_OUT);
+      expect(bytes).toEqual(fresh(res.shard));
+      shards.add(res.shard);
+    }
+    expect(shards.size).toBeGreaterThan(1);
+    generic.close();
+    const res = await fetch(`${t.httpUrl}/inventory.v1.InventoryService/Deduct`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ couponId: id, requestId: `${id}-json`, quantity: '1' }),
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ outcome: 'DEDUCT_OUTCOME_SOLD_OUT' });
   });
 });
 

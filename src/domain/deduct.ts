@@ -79,7 +79,7 @@ export class DeductService {
     const requestId = v.requestId(input.requestId);
     const userId = v.optionalId('user_id', input.userId, v.USER_ID_MAX) ?? '';
     const quantity = input.quantity === 0n ? 1 : v.units('quantity', input.quantity, 1n, BigInt(this.maxQuantity));
-    const coupon = await this.catalog.get(couponId);
+    const coupon = this.catalog.cached(couponId) ?? (await this.catalog.get(couponId));
     const limit = coupon.perUserLimit;
     if (limit > 0 && userId === '') throw invalid('user_id', `is required: coupon ${couponId} has a per-user limit of ${limit}`);
     const sale = saleStatus(coupon.sale, this.now());
@@ -227,6 +227,12 @@ export class DeductService {
             await sleep(1 + Math.random() * 4 * (round + 1));
             continue;
           }
+          if ('lost' in plan && plan.lost) {
+            // What the lost shards held is unknown until they are rebuilt: plan again once they are.
+            this.stats.reloads++;
+            await Promise.all(plan.lost.map((index) => this.reloader.reload(coupon, index)));
+            continue;
+          }
           if ('shrinkTo' in plan) {
             want = plan.shrinkTo;
             continue;
@@ -246,7 +252,10 @@ export class DeductService {
 
   /** Decides from a probe of every shard: sell-out, not enough, wait for units in transit, or where to take from.
    * Fenced shards (their master just changed) cannot give units now: they are never sources, and only when
-   * nothing else can cover the request is it refused UNAVAILABLE, to retry once the fence lifts. */
+   * nothing else can cover the request is it refused UNAVAILABLE, to retry once the fence lifts. A lost shard
+   * (its hash gone with its master's data) is never a source either, and never counted as empty: when the
+   * others cannot cover the request, the answer waits for its rebuild ({ lost }), or a sold-out coupon would be
+   * declared while the lost shard's units are still owed to it. */
   private async planFallback(coupon: Coupon, home: number, quantity: number, homeAvailable: number, partial = false) {
     const levels = await this.store.probe(allShards(coupon));
     let available = 0;
@@ -254,16 +263,21 @@ export class DeductService {
     let fenced = 0;
     let retryAfterMs = 0;
     const open: ShardLevel[] = [];
+    const lost: number[] = [];
     for (const l of levels) {
       inTransit += l.inTransit;
       if (l.index === home) available += homeAvailable;
-      else if (l.fencedRetryAfterMs !== undefined) {
+      else if (l.available === null) {
+        lost.push(l.index);
+        continue;
+      } else if (l.fencedRetryAfterMs !== undefined) {
         fenced += l.available ?? 0;
         retryAfterMs = Math.max(retryAfterMs, l.fencedRetryAfterMs);
         continue;
       } else available += l.available ?? 0;
       open.push(l);
     }
+    if (lost.length > 0 && available < quantity) return { lost };
     if (available + inTransit + fenced === 0) return 'sold_out' as const;
     if (available < quantity) {
       if (inTransit > 0) return 'wait' as const;

@@ -1,14 +1,25 @@
 // The sold-out fast path reads one request record per refusal (a replay that did deduct must still get its
-// DEDUCTED). Reads bound for the same shard in the same event-loop turn share one record-read-4.lua call: in a
-// sold-out storm every call in flight refuses, and one client command per refusal would cost more than the
-// refusal itself (the cluster client's per-command work, not Redis, is the bill). A read writes nothing, so a
-// batch has no semantics to keep but each request's own answer; a failed call fails its batch's reads alike.
+// DEDUCTED). Reads bound for the same shard share one record-read-4.lua call: in a sold-out storm every call in
+// flight refuses, and one client command per refusal would cost more than the refusal itself (the cluster
+// client's per-command work, not Redis, is the bill). A read writes nothing, so a batch has no semantics to
+// keep but each request's own answer; a failed call fails its batch's reads alike.
+//
+// One call per shard is in flight at a time, as in shard-batcher.ts: reads that arrive meanwhile go together
+// in the next call. Gathering only per event-loop turn left most storm calls carrying one or two reads (the
+// refusals of one turn rarely share a shard); waiting for the call in flight costs a read nothing it would not
+// wait anyway, since the shard's calls run one after another on its master. A call that takes longer than
+// BUSY_AT_MOST_MS no longer holds the shard: its own readers still wait for it, the next ones go beside it.
 import type { ShardRef } from '../domain/ports.js';
 import type { RequestRecord } from './request-record.js';
 import type { Scripts } from './scripts.js';
 
+/** The longest a shard's next reads wait for its call in flight before they are sent beside it. */
+export const READ_BUSY_AT_MOST_MS = 100;
+
+type ReadAnswer = RequestRecord | null | 'missing';
+
 interface Waiter {
-  resolve(r: RequestRecord | null | 'missing'): void;
+  resolve(r: ReadAnswer): void;
   reject(err: unknown): void;
 }
 
@@ -19,20 +30,23 @@ interface Queue {
 }
 
 export class RecordReadBatcher {
-  private queues = new Map<string, Queue>();
+  /** Reads waiting for their shard's next call, by shard tag. */
+  private readonly queues = new Map<string, Queue>();
+  /** Shards whose call is in flight. */
+  private readonly busy = new Set<string>();
   private scheduled = false;
   private readonly flushNow = () => this.flush();
 
   constructor(
-    private readonly scripts: Scripts,
-    /** Most reads per call; a full batch is sent at once. */
+    private readonly scripts: Pick<Scripts, 'recordReads'>,
+    /** Most reads per call; a full batch is sent at once when its shard is idle. */
     private readonly max: number,
     /** Every batch's size, as sent. */
     private readonly onBatch?: (size: number) => void,
   ) {}
 
   /** 'missing': the shard hash is gone, and its records with it. */
-  read(shard: ShardRef, requestId: string): Promise<RequestRecord | null | 'missing'> {
+  read(shard: ShardRef, requestId: string): Promise<ReadAnswer> {
     return new Promise((resolve, reject) => {
       let q = this.queues.get(shard.tag);
       if (!q) {
@@ -41,9 +55,9 @@ export class RecordReadBatcher {
       }
       q.ids.push(requestId);
       q.waiters.push({ resolve, reject });
+      if (this.busy.has(shard.tag)) return; // sent when the call in flight comes back
       if (q.ids.length >= this.max) {
-        this.queues.delete(shard.tag);
-        void this.send(q);
+        this.take(shard.tag);
         return;
       }
       if (!this.scheduled) {
@@ -53,12 +67,36 @@ export class RecordReadBatcher {
     });
   }
 
-  /** Every shard's batch in the same tick: auto-pipelining puts those bound for one master into one write. */
+  /** Every idle shard's batch in the same tick: auto-pipelining puts those bound for one master into one write. */
   private flush(): void {
     this.scheduled = false;
-    const queues = this.queues;
-    this.queues = new Map();
-    for (const q of queues.values()) void this.send(q);
+    for (const tag of [...this.queues.keys()]) if (!this.busy.has(tag)) this.take(tag);
+  }
+
+  /** Sends up to `max` of the shard's waiting reads as its call in flight; the rest wait for the next. */
+  private take(tag: string): void {
+    const q = this.queues.get(tag);
+    if (!q) return;
+    let batch: Queue;
+    if (q.ids.length <= this.max) {
+      batch = q;
+      this.queues.delete(tag);
+    } else {
+      batch = { shard: q.shard, ids: q.ids.splice(0, this.max), waiters: q.waiters.splice(0, this.max) };
+    }
+    this.busy.add(tag);
+    let released = false;
+    // A call that hangs (a connection killed under it, a failover) must not hold its shard's next reads.
+    const timer = setTimeout(() => release(), READ_BUSY_AT_MOST_MS);
+    const release = () => {
+      if (released) return;
+      released = true;
+      clearTimeout(timer);
+      this.busy.delete(tag);
+      // Whatever gathered meanwhile goes at once: it has waited a whole call already.
+      if (this.queues.has(tag)) this.take(tag);
+    };
+    this.send(batch).then(release, release);
   }
 
   private async send(q: Queue): Promise<void> {

@@ -15,6 +15,7 @@ import { type Config, loadConfig, networkLimits } from '../config.js';
 import type { NetworkLimits } from './connection-timers.js';
 import { GrpcConnectionWatch } from './grpc-connection-watch.js';
 import { listen, type ListenerStats } from './listener.js';
+import { preEncoded } from './sold-out-replies.js';
 
 export interface GrpcServerOptions {
   maxMessageBytes: number;
@@ -158,10 +159,15 @@ function drained(call: grpc.ServerWritableStream<unknown, unknown>, signal: Abor
   });
 }
 
-/** The server side of serviceDefinition: requests stay bytes until the handler decodes them (see decode). */
+/** The server side of serviceDefinition: requests stay bytes until the handler decodes them (see decode), and
+ * a reply frozen with its bytes (sold-out-replies.ts) is sent as those bytes (grpc-js copies them into its frame). */
 function serverDefinition(service: DescService): grpc.ServiceDefinition {
   const def = serviceDefinition(service);
-  for (const m of Object.values(def)) m.requestDeserialize = (buf: Buffer) => buf;
+  for (const m of Object.values(def)) {
+    m.requestDeserialize = (buf: Buffer) => buf;
+    const encode = m.responseSerialize;
+    m.responseSerialize = (msg: unknown) => preEncoded(msg) ?? encode(msg);
+  }
   return def;
 }
 

@@ -95,6 +95,7 @@ import {
   releaseOrderMessage,
   reserveOrderMessage,
 } from './order-messages.js';
+import { SoldOutReplies } from './sold-out-replies.js';
 
 export interface CallContext {
   /** Aborted when the client cancels, disconnects or its deadline passes. */
@@ -241,6 +242,7 @@ export function levelMessage(l: StockLevel): StockLevelMsg {
 
 export function createHandlers(d: HandlerDeps): InventoryHandlers {
   const watchMessages = new WeakMap<StockLevel, WatchStockResponse>();
+  const soldOutReplies = new SoldOutReplies();
   const sale = () => {
     if (!d.sale) throw new DomainError('unimplemented', 'sale control is not served by this instance');
     return d.sale;
@@ -295,6 +297,7 @@ export function createHandlers(d: HandlerDeps): InventoryHandlers {
         { couponId: req.couponId, requestId: req.requestId, userId: req.userId, quantity: req.quantity, allowPartial: req.allowPartial },
         ctx.signal,
       );
+      if (r.outcome === 'sold_out' && !r.replayed && r.remaining === 0 && r.granted === 0) return soldOutReplies.reply(r.shard);
       return create(DeductResponseSchema, {
         outcome: DEDUCT_OUTCOMES[r.outcome],
         replayed: r.replayed,

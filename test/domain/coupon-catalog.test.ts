@@ -39,3 +39,26 @@ describe('CouponCatalog sale refresh', () => {
     expect(catalog.saleQueries).toBe(3);
   });
 });
+
+describe('CouponCatalog cached lookup', () => {
+  it('when a coupon is in memory, then cached() returns it without a query and still schedules its due sale re-read; unknown ids give undefined and no query', async () => {
+    vi.useFakeTimers({ toFake: ['Date', 'setTimeout', 'clearTimeout'] });
+    const repo = new FakeCouponRepository();
+    const catalog = new CouponCatalog(repo);
+    await repo.create({ id: 'c1', initialStock: 10, shardCount: 1, perUserLimit: 0, shardTags: ['c1#0.0'] });
+    repo.coupons.get('c1')!.sale = { startsAt: null, endsAt: null, paused: false, revision: 0 };
+    expect(catalog.cached('c1')).toBeUndefined();
+    expect(repo.finds).toBe(0);
+    const loaded = await catalog.get('c1');
+    expect(catalog.cached('c1')).toBe(loaded);
+    expect(repo.finds).toBe(1);
+
+    repo.coupons.get('c1')!.sale = { startsAt: null, endsAt: null, paused: true, revision: 1 };
+    vi.advanceTimersByTime(6000);
+    expect(catalog.cached('c1')?.sale?.paused).toBe(false); // due: served from memory, re-read in the background
+    await vi.advanceTimersByTimeAsync(200);
+    expect(catalog.saleQueries).toBe(1);
+    expect(catalog.cached('c1')?.sale).toMatchObject({ paused: true, revision: 1 });
+    expect(repo.finds).toBe(1);
+  });
+});
