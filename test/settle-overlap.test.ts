@@ -8,6 +8,7 @@ import { FastSettle } from '../src/settlement/settle/fast-settle.js';
 import { RedisRefusalStore } from '../src/settlement/settle/refusal-store.js';
 import { type SettleMsg, Settler } from '../src/settlement/settle/settler.js';
 import { newSettlementStats, type SettleStats } from '../src/settlement/stats.js';
+import type { EntityManager } from '@mikro-orm/mysql';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures } from './support/settlement.js';
 
@@ -48,12 +49,29 @@ function delivery(e: SettlementEvent): Delivery {
   return d;
 }
 
-function settler(stats: SettleStats): Settler {
+/** The fast path with its COMMIT's answer lost: after the commit went through, or before it reached the server. */
+class UnansweredCommit extends FastSettle {
+  constructor(private readonly committed: boolean) {
+    super(t.app.orm);
+  }
+
+  protected override async transaction(body: (em: EntityManager) => Promise<void>): Promise<void> {
+    if (this.committed) await super.transaction(body);
+    else
+      await super.transaction(async (em) => {
+        await body(em);
+        throw new Error('connection lost before COMMIT');
+      });
+    throw new Error('connection lost: no answer to COMMIT');
+  }
+}
+
+function settler(stats: SettleStats, fast: FastSettle = new FastSettle(t.app.orm)): Settler {
   return new Settler(
     {
       consumer: () => Promise.reject(new Error('not started: batches are handed over')),
       ledger: t.app.settlement.ledger,
-      fast: new FastSettle(t.app.orm),
+      fast,
       refusals: new RedisRefusalStore(t.app.redis, t.namespace, t.app.config.idempotencyWindowS),
       // Nothing else of the coupon is on its way: a deduction the remaining cannot cover is refused at once.
       compensationsInFlight: async () => new Set<string>(),
@@ -269,4 +287,30 @@ describe('settlement fast path', () => {
       remaining: 10_000 - deducted + compensated,
     });
   });
+
+  for (const committed of [true, false]) {
+    it(`when a fast COMMIT gets no answer (${committed ? 'it committed' : 'it did not'}), then the batch is settled again through the careful path, once, before its acks`, async () => {
+      const id = await coupon(1000);
+      const stats = newSettlementStats().settle;
+      const s = settler(stats, new UnansweredCommit(committed));
+      const ds = Array.from({ length: 50 }, (_, i) => D(id, `r-${i}`, 2));
+      const events = [...ds, ...ds.slice(0, 10).map(C)];
+      const msgs = events.map(delivery);
+      expect(await s.handle(msgs)).toBe(0);
+      expect(stats.unknownOutcomes).toBe(1);
+      expect(stats.fastBatches).toBe(0);
+      expect(msgs.every((m) => m.outcome === 'acked')).toBe(true);
+      expect(stats.applied + stats.duplicates).toBe(events.length);
+      expect(stats.applied).toBe(committed ? 0 : events.length);
+      expect(await ledgerFigures(t.app, id)).toMatchObject({
+        deductRows: 50,
+        deductUnits: 100,
+        compensateRows: 10,
+        compensateUnits: 20,
+        duplicates: 0,
+        anomalies: [],
+        remaining: 1000 - 100 + 20,
+      });
+    });
+  }
 });

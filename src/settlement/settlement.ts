@@ -212,6 +212,8 @@ export class Settlement {
       reconcileInconsistent: inconsistent,
       anomalies: this.stats.settle.anomalies,
       oversoldUnits: this.stats.settle.oversoldUnits,
+      settleFastBatches: this.stats.settle.fastBatches,
+      settleUnknownCommits: this.stats.settle.unknownOutcomes,
       recoveries: this.recovery.stats.recoveries,
       recoveryRebuiltShards: this.recovery.stats.rebuiltShards,
       recoveryLoadedUnits: this.recovery.stats.loadedUnits,

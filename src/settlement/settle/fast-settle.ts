@@ -34,14 +34,14 @@ class NotWhole extends Error {
 }
 
 export class FastSettle {
-  constructor(private readonly orm: MikroORM) {}
+  constructor(protected readonly orm: MikroORM) {}
 
   async apply<T>(couponId: string, events: readonly Planned<T>[]): Promise<FastOutcome> {
     const shape = batchShape(events);
     if (!shape) return 'fallback';
     let committing = false;
     try {
-      await this.orm.em.fork().transactional(async (em) => {
+      await this.transaction(async (em) => {
         await this.settle(em, couponId, events, shape);
         committing = true;
       });
@@ -51,6 +51,11 @@ export class FastSettle {
       // mid-way) nothing was committed: the careful path decides, and retries or fails as it does.
       return committing ? 'unknown' : 'fallback';
     }
+  }
+
+  /** Runs `body` in a transaction and commits it (a test loses the COMMIT's answer here). */
+  protected transaction(body: (em: EntityManager) => Promise<void>): Promise<void> {
+    return this.orm.em.fork().transactional(body);
   }
 
   private async settle<T>(em: EntityManager, couponId: string, events: readonly Planned<T>[], shape: BatchShape): Promise<void> {

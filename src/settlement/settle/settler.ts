@@ -246,8 +246,11 @@ export class Settler {
         return;
       }
       if (outcome === 'unknown') {
+        // The COMMIT got no answer: the batch may be in or not. The careful path reads the ledger first, so
+        // settling it again counts nothing twice; if its own transaction fails too, the messages are nak'ed
+        // (settleLane, settleAll) and delivered again.
         this.d.stats.unknownOutcomes++;
-        throw new Error('settlement commit unanswered: outcome unknown');
+        this.d.log?.warn({ couponId, messages: items.length }, 'settler: fast commit unanswered; settling the batch again carefully');
       }
     }
     const r = await this.d.ledger.applyBatch(couponId, items);
