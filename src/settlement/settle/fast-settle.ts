@@ -1,20 +1,20 @@
 // The fast path of settlement: a batch of one coupon that the careful path (ledger-store.ts) would settle
-// whole — every event new, every deduction covered, every compensation's deduction settled — is settled by
-// one conditional UPDATE and the ledger INSERTs, without reading the ledger or hydrating the coupon first.
+// whole — every event new, every deduction covered, every compensation's deduction settled — is settled
+// without reading the ledger or locking the coupon row first.
 //
 // One transaction:
+//   INSERT IGNORE the ledger rows, 5,000 a statement: every row must be new
+//   (compensations whose deduction is not in the batch: their DEDUCT rows must all be in the ledger)
 //   UPDATE coupon … settled_remaining - <net>, version + 1
 //     WHERE settled_remaining >= <units deducted> AND no anomaly row of the coupon
-//   (compensations whose deduction is not in the batch: their DEDUCT rows must all be in the ledger)
-//   INSERT IGNORE the ledger rows, 5,000 a statement: every row must be new
 // and anything else rolls back and leaves the batch to the careful path ("fallback"): a repeat (redelivery),
 // a deduction the remaining may not cover, a compensation waiting for its deduction, a coupon with anomalies
 // (refused deductions and their compensations are the careful path's to recognise), an unknown coupon.
 //
-// The bound is on the units deducted, not the net: the careful path settles a deduction only while the
-// remaining covers it, so a batch that dips below zero before its compensations bring it back is not one the
-// careful path would settle whole. The version bump keeps the optimistic writers (restock, recovery) from
-// committing over this decision, as after any settlement.
+// The bound is on the units deducted, not the net: a batch passes only if no order of its events could take
+// the remaining below zero. That is stricter than the careful path (which holds a deduction, pairs it with its
+// compensation and retries); whatever is nearer the edge is left to it. The version bump keeps the optimistic
+// writers (restock, recovery) from committing over this decision, as after any settlement.
 //
 // A COMMIT that gets no answer (the connection went away) leaves the outcome unknown: "unknown", and the
 // caller settles the batch again through the careful path, whose ledger check makes that idempotent.
@@ -60,24 +60,8 @@ export class FastSettle {
 
   private async settle<T>(em: EntityManager, couponId: string, events: readonly Planned<T>[], shape: BatchShape): Promise<void> {
     const now = new Date();
-    const moved = await em.execute<{ affectedRows: number }>(
-      `update coupon set settled_remaining = settled_remaining - ?, version = version + 1, updated_at = ?
-       where id = ? and settled_remaining >= ?
-         and not exists (select 1 from settlement_anomaly where coupon_id = ?)`,
-      [shape.deducted - shape.compensated, now, couponId, shape.deducted, couponId],
-      'run',
-    );
-    if (moved.affectedRows !== 1) throw new NotWhole('the remaining cannot cover the batch, or the coupon has anomalies');
-
-    if (shape.deductionsElsewhere.length > 0) {
-      const [found] = await em.execute<{ n: number | string }[]>(
-        `select count(*) as n from stock_ledger where coupon_id = ? and kind = 'DEDUCT'
-         and request_id in (${shape.deductionsElsewhere.map(() => '?').join(', ')})`,
-        [couponId, ...shape.deductionsElsewhere],
-      );
-      if (Number(found?.n ?? 0) !== shape.deductionsElsewhere.length) throw new NotWhole('a compensation waits for its deduction');
-    }
-
+    // Rows first, the coupon row last: transactions of one coupon overlap their inserts and queue only for
+    // the UPDATE and the COMMIT (as the careful path locks late).
     for (let i = 0; i < events.length; i += INSERT_CHUNK) {
       const part = events.slice(i, i + INSERT_CHUNK);
       const params: unknown[] = [];
@@ -101,6 +85,24 @@ export class FastSettle {
       );
       if (r.affectedRows !== part.length) throw new NotWhole(`${part.length - r.affectedRows} of the events were settled before`);
     }
+
+    if (shape.deductionsElsewhere.length > 0) {
+      const [found] = await em.execute<{ n: number | string }[]>(
+        `select count(*) as n from stock_ledger where coupon_id = ? and kind = 'DEDUCT'
+         and request_id in (${shape.deductionsElsewhere.map(() => '?').join(', ')})`,
+        [couponId, ...shape.deductionsElsewhere],
+      );
+      if (Number(found?.n ?? 0) !== shape.deductionsElsewhere.length) throw new NotWhole('a compensation waits for its deduction');
+    }
+
+    const moved = await em.execute<{ affectedRows: number }>(
+      `update coupon set settled_remaining = settled_remaining - ?, version = version + 1, updated_at = ?
+       where id = ? and settled_remaining >= ?
+         and not exists (select 1 from settlement_anomaly where coupon_id = ?)`,
+      [shape.deducted - shape.compensated, now, couponId, shape.deducted, couponId],
+      'run',
+    );
+    if (moved.affectedRows !== 1) throw new NotWhole('the remaining cannot cover the batch, or the coupon has anomalies');
   }
 }
 
