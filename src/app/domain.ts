@@ -29,6 +29,7 @@ import { SettlementStreamReader, settlementNames } from '../settlement/jetstream
 import { OutboxStreams } from '../settlement/relay/outbox.js';
 import { OutboxWrites, outboxObservers } from '../settlement/relay/outbox-writes.js';
 import { JetStreamPublisher } from '../settlement/relay/publisher.js';
+import { FastSettle } from '../settlement/settle/fast-settle.js';
 import { LedgerStore } from '../settlement/settle/ledger-store.js';
 import { RedisRefusalStore } from '../settlement/settle/refusal-store.js';
 import { Settlement } from '../settlement/settlement.js';
@@ -150,6 +151,7 @@ export function buildDomain(
   const settlement = new Settlement(
     {
       ledger,
+      fastSettle: new FastSettle(orm),
       outbox: new OutboxStreams(redis, config.namespace, config.instanceId),
       stream: new SettlementStreamReader(nats, names),
       publisher: new JetStreamPublisher(nats, names),

@@ -19,6 +19,10 @@ export interface SettlementFigures {
   reconcileInconsistent: number;
   /** Units of deductions settlement refused since start: sold beyond MySQL's record (oversold). */
   oversoldUnits: number;
+  /** Settlement batches the fast path settled whole since start; the others took the careful path. */
+  settleFastBatches: number;
+  /** Fast-path COMMITs that got no answer since start (each batch was settled again through the careful path). */
+  settleUnknownCommits: number;
   /** Coupon recoveries and repairs this instance ran since start, and what they changed in Redis. */
   recoveries: number;
   recoveryRebuiltShards: number;
@@ -40,6 +44,11 @@ const GAUGES: Record<keyof SettlementFigures, [string, string]> = {
   ],
   reconcileInconsistent: ['shardstock_reconcile_inconsistent_coupons', 'Coupons found inconsistent at the last reconcile'],
   oversoldUnits: ['shardstock_oversold_units', 'Units of deductions settlement refused since start (sold beyond the MySQL record)'],
+  settleFastBatches: ['shardstock_settle_fast_batches', 'Settlement batches the fast path settled whole since start'],
+  settleUnknownCommits: [
+    'shardstock_settle_unknown_commits',
+    'Fast-path settlement COMMITs with no answer since start (settled again through the careful path)',
+  ],
   recoveries: ['shardstock_recoveries', 'Coupon recoveries and repairs run by this instance since start'],
   recoveryRebuiltShards: ['shardstock_recovery_rebuilt_shards', 'Lost shards rebuilt by this instance since start'],
   recoveryLoadedUnits: ['shardstock_recovery_loaded_units', 'Units put into rebuilt shards by this instance since start'],

@@ -17,6 +17,7 @@ import { PeriodicReconciler, Reconciler } from './reconcile/reconciler.js';
 import type { OutboxStreams } from './relay/outbox.js';
 import type { OutboxWrites } from './relay/outbox-writes.js';
 import { type EventPublisher, Relay } from './relay/relay.js';
+import type { FastSettle } from './settle/fast-settle.js';
 import type { LedgerStore } from './settle/ledger-store.js';
 import { OrphanRepair } from './settle/orphan-repair.js';
 import type { RedisRefusalStore } from './settle/refusal-store.js';
@@ -27,6 +28,8 @@ import { newSettlementStats, type SettlementStats } from './stats.js';
 export interface SettlementDeps {
   /** MySQL: ledger, coupon rows, anomalies. */
   ledger: LedgerStore;
+  /** MySQL: the settler's fast path for batches it settles whole. */
+  fastSettle?: FastSettle | undefined;
   /** Redis: the shards' outbox streams. */
   outbox: OutboxStreams;
   /** JetStream: what is still unsettled. */
@@ -146,6 +149,7 @@ export class Settlement {
         {
           consumer: () => js.consumers.get(this.names.stream, this.names.durable),
           ledger: this.ledger,
+          fast: this.d.fastSettle,
           refusals: this.d.refusals,
           repair: (couponId, why) => this.repairs.request(couponId, why),
           compensationsInFlight: (coupon) => this.inFlight.compensationsInFlight(coupon),
@@ -208,6 +212,8 @@ export class Settlement {
       reconcileInconsistent: inconsistent,
       anomalies: this.stats.settle.anomalies,
       oversoldUnits: this.stats.settle.oversoldUnits,
+      settleFastBatches: this.stats.settle.fastBatches,
+      settleUnknownCommits: this.stats.settle.unknownOutcomes,
       recoveries: this.recovery.stats.recoveries,
       recoveryRebuiltShards: this.recovery.stats.rebuiltShards,
       recoveryLoadedUnits: this.recovery.stats.loadedUnits,

@@ -32,6 +32,10 @@ export interface SettleStats {
   /** All anomaly rows this instance wrote. */
   anomalies: number;
   batches: number;
+  /** Batches the fast path settled whole (settle/fast-settle.ts). */
+  fastBatches: number;
+  /** Fast-path COMMITs that got no answer: the batch was settled again through the careful path. */
+  unknownOutcomes: number;
   failedBatches: number;
   optimisticRetries: number;
   /** Age of the newest event settled, ms (now - occurredAt). */
@@ -75,6 +79,8 @@ export function newSettlementStats(): SettlementStats {
       poison: 0,
       anomalies: 0,
       batches: 0,
+      fastBatches: 0,
+      unknownOutcomes: 0,
       failedBatches: 0,
       optimisticRetries: 0,
       lagMs: 0,

@@ -18,6 +18,7 @@ import { decodeEvent, eventId, type SettlementEvent } from '../event.js';
 import { CouponLanes } from './coupon-lanes.js';
 import { Holds } from './holds.js';
 import { ACK_WAIT_MS } from '../jetstream.js';
+import type { FastSettle } from './fast-settle.js';
 import { ANOMALY, type LedgerStore } from './ledger-store.js';
 import type { RefusalStore } from './refusal-store.js';
 import type { Planned } from './settle-plan.js';
@@ -42,6 +43,8 @@ export interface SettlerOptions {
 export interface SettlerDeps {
   consumer: () => Promise<Consumer>;
   ledger: LedgerStore;
+  /** The fast path for batches settled whole (fast-settle.ts); without it every batch takes the careful path. */
+  fast?: FastSettle | undefined;
   refusals: RefusalStore;
   /** Asks for the coupon to be brought back within its bound (runs later, once per burst of refusals). */
   repair?: ((couponId: string, why: string) => void) | undefined;
@@ -234,6 +237,22 @@ export class Settler {
   }
 
   private async settleCoupon(couponId: string, items: Item[]): Promise<void> {
+    if (this.d.fast) {
+      const outcome = await this.d.fast.apply(couponId, items);
+      if (outcome === 'settled') {
+        this.d.stats.fastBatches++;
+        await this.ack(items, false);
+        this.account(items, 0, 0);
+        return;
+      }
+      if (outcome === 'unknown') {
+        // The COMMIT got no answer: the batch may be in or not. The careful path reads the ledger first, so
+        // settling it again counts nothing twice; if its own transaction fails too, the messages are nak'ed
+        // (settleLane, settleAll) and delivered again.
+        this.d.stats.unknownOutcomes++;
+        this.d.log?.warn({ couponId, messages: items.length }, 'settler: fast commit unanswered; settling the batch again carefully');
+      }
+    }
     const r = await this.d.ledger.applyBatch(couponId, items);
     this.d.stats.optimisticRetries += r.retries;
     if (!r.coupon) {
