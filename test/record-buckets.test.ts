@@ -197,6 +197,7 @@ describe('record read batcher', () => {
     const answers = await Promise.all(later);
     expect(answers.map((r) => (r && r !== 'missing' ? (r as { quantity: number }).quantity : r))).toEqual([null, 1, null]);
     expect(sizes).toEqual([1, 3]);
+    expect(batcher.sent).toEqual({ calls: 2, reads: 4 });
   });
 
   it("when a shard's call hangs, then its next reads are sent beside it after 100 ms instead of waiting for it", async () => {

@@ -3,7 +3,10 @@
 //           relay + settle; events/s as built (SHARDSTOCK_SETTLE_BATCH default) and one event per transaction;
 //   lag     a flash sale with relay + settle running alongside: for the k-th unit, the time from the k-th
 //           successful Deduct answer to MySQL's coupon row counting k units settled (polled every 50 ms).
+// Progress is read from the coupon row itself over the benchmark's own connection: GetStock would also probe
+// every Redis shard and may reuse the row for LEVEL_RECORD_TTL_MS (250 ms), which the lag would then include.
 import { existsSync } from 'node:fs';
+import { type Connection, createConnection, type RowDataPacket } from 'mysql2/promise';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/config.js';
 import { CALL_TIMEOUT_MS, type BenchContext } from '../context.js';
@@ -22,21 +25,41 @@ interface Sample {
   settled: number;
 }
 
+/** Units settled of one coupon (total − settled remaining), read straight from its MySQL row. */
+class SettledReader {
+  private constructor(private readonly conn: Connection) {}
+
+  static async open(ctx: BenchContext): Promise<SettledReader> {
+    return new SettledReader(await createConnection(ctx.opts.mysqlUrl));
+  }
+
+  async settled(couponId: string): Promise<number> {
+    const [rows] = await this.conn.query<RowDataPacket[]>('select total_stock - settled_remaining as s from coupon where id = ?', [
+      couponId,
+    ]);
+    return Number(rows[0]?.s ?? 0);
+  }
+
+  close(): Promise<void> {
+    return this.conn.end();
+  }
+}
+
 async function sellOut(
   ctx: BenchContext,
   server: ServerHandle,
   id: string,
   stock: number,
   concurrency: number,
-  onPoll?: (s: Sample) => void,
+  poll?: { reader: SettledReader; onPoll: (s: Sample) => void },
 ) {
   await server.create([{ id, stock, shards: ctx.opts.shards }]);
   const epochMs = Date.now();
-  let polling = onPoll !== undefined;
+  let polling = poll !== undefined;
   const poller = (async () => {
     while (polling) {
-      const [l] = await server.levels([id]);
-      onPoll!({ atMs: Date.now(), settled: l?.settled ?? 0 });
+      const settled = await poll!.reader.settled(id);
+      poll!.onPoll({ atMs: Date.now(), settled });
       await sleep(POLL_MS);
     }
   })();
@@ -68,7 +91,7 @@ async function sellOut(
 /** Polls until `target` units are settled or the time runs out; returns the samples. */
 async function waitSettled(
   ctx: BenchContext,
-  server: ServerHandle,
+  reader: SettledReader,
   id: string,
   target: number,
   label: string,
@@ -77,8 +100,7 @@ async function waitSettled(
 ): Promise<Sample[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const [l] = await server.levels([id]);
-    const s = { atMs: Date.now(), settled: l?.settled ?? 0 };
+    const s = { atMs: Date.now(), settled: await reader.settled(id) };
     samples.push(s);
     ctx.progress.draw(label, s.settled, target, `${s.settled.toLocaleString('en')} settled`);
     if (s.settled >= target || Date.now() > deadline) return samples;
@@ -98,6 +120,7 @@ const fillerSpec = (ctx: BenchContext, tag: string): ServerSpec => ({
 
 async function drain(
   ctx: BenchContext,
+  reader: SettledReader,
   noWorkers: ServerHandle,
   host: ServerHost,
   events: number,
@@ -125,7 +148,7 @@ async function drain(
     );
     // CreateCoupon again (an idempotent replay) puts the coupon in this instance's catalog: its relay starts at once.
     await workers.create([{ id, stock: events, shards: ctx.opts.shards }]);
-    const samples = await waitSettled(ctx, workers, id, sold, `settlement: draining ${tag}`, timeoutMs);
+    const samples = await waitSettled(ctx, reader, id, sold, `settlement: draining ${tag}`, timeoutMs);
     ctx.progress.clear();
     // From the last poll before progress to the last poll. The relay may have started before the first poll
     // (its first sweep finds recent coupons with a backlog): then the rate is over the window observed.
@@ -169,13 +192,16 @@ function lagPercentiles(successBuckets: Uint32Array, epochMs: number, samples: S
 
 const lagNamespace = (ctx: BenchContext) => `${ctx.runId}tl`;
 
-async function lagDuringFlashSale(ctx: BenchContext, server: ServerHandle, units: number) {
+async function lagDuringFlashSale(ctx: BenchContext, reader: SettledReader, server: ServerHandle, units: number) {
   const ns = lagNamespace(ctx);
   const id = `${ctx.runId}-st-lag`;
   try {
     const samples: Sample[] = [];
-    const { summary, epochMs } = await sellOut(ctx, server, id, units, ctx.opts.stormConcurrency, (s) => samples.push(s));
-    await waitSettled(ctx, server, id, summary.deducted, 'settlement: catching up', ctx.opts.maxRunS * 1000 * 2, samples);
+    const { summary, epochMs } = await sellOut(ctx, server, id, units, ctx.opts.stormConcurrency, {
+      reader,
+      onPoll: (s) => samples.push(s),
+    });
+    await waitSettled(ctx, reader, id, summary.deducted, 'settlement: catching up', ctx.opts.maxRunS * 1000 * 2, samples);
     ctx.progress.clear();
     const lag = lagPercentiles(summary.successBuckets, epochMs, samples, summary.deducted);
     const firstDeduct = summary.successBuckets.findIndex((c) => c > 0);
@@ -221,8 +247,9 @@ export const settlementNamespaces = (ctx: BenchContext) => [drainNamespace(ctx, 
 export async function settlement(ctx: BenchContext, servers: SettlementServers, drainHost: ServerHost): Promise<SettlementRecord> {
   const notes: string[] = [];
   const events = ctx.opts.settleEvents;
+  const reader = await SettledReader.open(ctx);
   try {
-    const batched = await drain(ctx, servers.fillBatched, drainHost, events, undefined, 'b', ctx.opts.maxRunS * 2000);
+    const batched = await drain(ctx, reader, servers.fillBatched, drainHost, events, undefined, 'b', ctx.opts.maxRunS * 2000);
     if (!batched.complete) notes.push(`batched drain stopped before the end: ${batched.events} of ${batched.sold} settled`);
     if (batched.seconds < 1)
       notes.push(
@@ -234,6 +261,7 @@ export async function settlement(ctx: BenchContext, servers: SettlementServers, 
     // One event per transaction is slow: a smaller backlog, and the rate from what settled within --max-run.
     const single = await drain(
       ctx,
+      reader,
       servers.fillSingle,
       drainHost,
       Math.min(events, ctx.opts.quick ? 500 : 5_000),
@@ -243,11 +271,11 @@ export async function settlement(ctx: BenchContext, servers: SettlementServers, 
     );
     if (!single.complete) notes.push(`one-per-transaction drain stopped by its time limit: ${single.events} of ${single.sold} settled`);
     ctx.progress.line(`settlement one per transaction: ${Math.round(single.eventsPerS).toLocaleString('en')} events/s`);
-    const lag = await lagDuringFlashSale(ctx, servers.lag, events);
+    const lag = await lagDuringFlashSale(ctx, reader, servers.lag, events);
     if (lag.oversold > 0) notes.push(`OVERSOLD: ${lag.oversold} units beyond the stock in the lag run`);
     if (lag.measured < lag.units)
       notes.push(`lag measured for ${lag.measured} of ${lag.units} units (the rest did not settle within the time limit)`);
-    notes.push(`lag is read by polling MySQL every ${POLL_MS} ms through GetStock: figures carry up to ~${POLL_MS} ms of sampling error`);
+    notes.push(`lag is read by polling the coupon's MySQL row every ${POLL_MS} ms: figures carry up to ~${POLL_MS} ms of sampling error`);
     ctx.progress.line(`settlement lag: p50 ${Math.round(lag.p50Ms)} ms, p99 ${Math.round(lag.p99Ms)} ms`);
     return {
       available: true,
@@ -265,6 +293,7 @@ export async function settlement(ctx: BenchContext, servers: SettlementServers, 
       notes,
     };
   } finally {
+    await reader.close().catch(() => {});
     await Promise.all([servers.fillBatched.stop(), servers.fillSingle.stop(), servers.lag.stop()]);
   }
 }

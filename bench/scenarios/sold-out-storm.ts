@@ -72,6 +72,10 @@ export async function soldOutStorm(ctx: BenchContext, server: ServerHandle, d: D
     notes,
   );
   rec.serverStats = diffStats(stats0, await server.stats());
+  // Each refusal reads its request's record; how many share a call is what the record-read batcher is for.
+  const reads = rec.serverStats?.recordReads ?? 0;
+  const calls = rec.serverStats?.recordReadCalls ?? 0;
+  if (calls > 0) rec.notes.push(`record reads per call: ${(reads / calls).toFixed(1)} (${reads} reads in ${calls} calls)`);
   ctx.runs.push(rec);
   ctx.onRun(rec);
 }

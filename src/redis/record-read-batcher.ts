@@ -36,6 +36,8 @@ export class RecordReadBatcher {
   private readonly busy = new Set<string>();
   private scheduled = false;
   private readonly flushNow = () => this.flush();
+  /** Calls sent and reads they carried, since start (the benchmark's reads per call). */
+  readonly sent = { calls: 0, reads: 0 };
 
   constructor(
     private readonly scripts: Pick<Scripts, 'recordReads'>,
@@ -101,6 +103,8 @@ export class RecordReadBatcher {
 
   private async send(q: Queue): Promise<void> {
     this.onBatch?.(q.ids.length);
+    this.sent.calls++;
+    this.sent.reads += q.ids.length;
     let recs: (RequestRecord | null)[] | 'missing';
     try {
       recs = await this.scripts.recordReads(q.shard, q.ids);

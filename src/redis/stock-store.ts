@@ -134,6 +134,12 @@ export class RedisStockStore implements StockStore {
     return { userId: rec.userId, quantity: rec.quantity, remaining: rec.remaining, compensated: rec.compensated };
   }
 
+  /** The sold-out fast path's record reads since start, and the script calls that carried them. */
+  recordReadStats(): { recordReads: number; recordReadCalls: number } {
+    const sent = this.reads?.sent;
+    return { recordReads: sent?.reads ?? 0, recordReadCalls: sent?.calls ?? 0 };
+  }
+
   async probe(shards: ShardRef[]): Promise<ShardLevel[]> {
     return Promise.all(
       shards.map(async (s) => {
