@@ -34,7 +34,7 @@ export interface SettlerOptions {
   fetchExpiresMs?: number;
   /** Transactions running at once, over all coupons. Default 4. */
   concurrency?: number;
-  /** Transactions of one coupon running at once (they queue only for its row lock). Default 1. */
+  /** Transactions of one coupon running at once (they queue only for its row lock). Default 2. */
   perCoupon?: number;
   /** Messages the consumer keeps on their way from the server. Default 2 × batch. */
   window?: number;
@@ -109,7 +109,7 @@ export class Settler {
     const lanes = new CouponLanes<Item>((couponId, items) => this.settleLane(couponId, items), {
       batch: this.options.batch,
       concurrency: this.options.concurrency ?? 4,
-      perCoupon: this.options.perCoupon ?? 1,
+      perCoupon: this.options.perCoupon ?? 2,
       maxBuffered: this.options.batch * ((this.options.concurrency ?? 4) + 1),
     });
     // A slow database must not let the ack wait run out under a live settler (a no-op once acked or nak'ed).
