@@ -20,7 +20,7 @@
 // caller settles the batch again through the careful path, whose ledger check makes that idempotent.
 import type { EntityManager, MikroORM } from '@mikro-orm/mysql';
 import { ledgerKey } from '../../domain/ids.js';
-import { LEDGER_KIND } from '../event.js';
+import { insertLedgerRows } from './ledger-rows.js';
 import type { Planned } from './settle-plan.js';
 
 export type FastOutcome = 'settled' | 'fallback' | 'unknown';
@@ -64,26 +64,8 @@ export class FastSettle {
     // the UPDATE and the COMMIT (as the careful path locks late).
     for (let i = 0; i < events.length; i += INSERT_CHUNK) {
       const part = events.slice(i, i + INSERT_CHUNK);
-      const params: unknown[] = [];
-      for (const { event: e } of part) {
-        params.push(
-          couponId,
-          e.requestId,
-          LEDGER_KIND[e.kind],
-          e.quantity,
-          e.userId || null,
-          e.shard,
-          e.kind === 'C' ? e.reason.slice(0, 256) : null,
-          e.occurredAt,
-          now,
-        );
-      }
-      const r = await em.execute<{ affectedRows: number }>(
-        `insert ignore into stock_ledger (coupon_id, request_id, kind, quantity, user_id, shard, reason, occurred_at, settled_at, redis_applied) values ${part.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?, 1)').join(', ')}`,
-        params,
-        'run',
-      );
-      if (r.affectedRows !== part.length) throw new NotWhole(`${part.length - r.affectedRows} of the events were settled before`);
+      const inserted = await insertLedgerRows(em, couponId, part, now);
+      if (inserted !== part.length) throw new NotWhole(`${part.length - inserted} of the events were settled before`);
     }
 
     if (shape.deductionsElsewhere.length > 0) {

@@ -13,6 +13,7 @@ import { AnomalyRow, CouponRow, LedgerRow } from '../../db/entities.js';
 import type { Coupon } from '../../domain/ports.js';
 import { ledgerKey } from '../../domain/ids.js';
 import { eventId, LEDGER_KIND, type SettlementEvent } from '../event.js';
+import { insertLedgerRows } from './ledger-rows.js';
 import { planBatch, type Plan, type Planned } from './settle-plan.js';
 import { MikroCouponRepository, toCoupon } from '../../db/coupon-repository.js';
 
@@ -190,27 +191,9 @@ export class LedgerStore {
 
     if (plan.apply.length > 0) {
       for (const part of chunks(plan.apply)) {
-        const params: unknown[] = [];
-        for (const { event: e } of part) {
-          params.push(
-            couponId,
-            e.requestId,
-            LEDGER_KIND[e.kind],
-            e.quantity,
-            e.userId || null,
-            e.shard,
-            e.kind === 'C' ? e.reason.slice(0, 256) : null,
-            e.occurredAt,
-            now,
-          );
-        }
-        const r = await em.execute<{ affectedRows: number }>(
-          `insert ignore into stock_ledger (coupon_id, request_id, kind, quantity, user_id, shard, reason, occurred_at, settled_at, redis_applied) values ${Array.from({ length: part.length }, () => '(?, ?, ?, ?, ?, ?, ?, ?, ?, 1)').join(', ')}`,
-          params,
-          'run',
-        );
+        const inserted = await insertLedgerRows(em, couponId, part, now);
         // Fewer rows than planned: another settler inserted some since this transaction read the ledger.
-        if (r.affectedRows !== part.length) throw new ConcurrentInsert(`inserted ${r.affectedRows} of ${part.length} ledger rows`);
+        if (inserted !== part.length) throw new ConcurrentInsert(`inserted ${inserted} of ${part.length} ledger rows`);
       }
     }
     if (!row) {
