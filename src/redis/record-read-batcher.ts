@@ -12,6 +12,7 @@
 import type { ShardRef } from '../domain/ports.js';
 import type { RequestRecord } from './request-record.js';
 import type { Scripts } from './scripts.js';
+import { takeTurn } from './shard-turn.js';
 
 /** The longest a shard's next reads wait for its call in flight before they are sent beside it. */
 export const READ_BUSY_AT_MOST_MS = 100;
@@ -86,18 +87,9 @@ export class RecordReadBatcher {
     } else {
       batch = { shard: q.shard, ids: q.ids.splice(0, this.max), waiters: q.waiters.splice(0, this.max) };
     }
-    this.busy.add(tag);
-    let released = false;
-    // A call that hangs (a connection killed under it, a failover) must not hold its shard's next reads.
-    const timer = setTimeout(() => release(), READ_BUSY_AT_MOST_MS);
-    const release = () => {
-      if (released) return;
-      released = true;
-      clearTimeout(timer);
-      this.busy.delete(tag);
-      // Whatever gathered meanwhile goes at once: it has waited a whole call already.
+    const release = takeTurn(this.busy, tag, READ_BUSY_AT_MOST_MS, () => {
       if (this.queues.has(tag)) this.take(tag);
-    };
+    });
     this.send(batch).then(release, release);
   }
 

@@ -15,6 +15,7 @@ import type { CompensateScriptResult, DeductScriptInput, DeductScriptResult, Sha
 import { DomainError } from '../domain/errors.js';
 import { isRedirect } from './cluster.js';
 import type { BatchOp, BatchReply, Scripts } from './scripts.js';
+import { takeTurn } from './shard-turn.js';
 
 export interface ShardBatcherOptions {
   /** Most requests per call; a full batch is sent at once. */
@@ -117,18 +118,9 @@ export class ShardBatcher {
     } else {
       items = q.items.splice(0, max);
     }
-    this.busy.add(tag);
-    let released = false;
-    // A call that hangs (a connection killed under it, a failover) must not hold its shard's next requests.
-    const timer = setTimeout(() => release(), BUSY_AT_MOST_MS);
-    const release = () => {
-      if (released) return;
-      released = true;
-      clearTimeout(timer);
-      this.busy.delete(tag);
-      // Whatever gathered meanwhile goes at once: it has waited a whole call already.
+    const release = takeTurn(this.busy, tag, BUSY_AT_MOST_MS, () => {
       if (this.queues.has(tag)) this.take(tag);
-    };
+    });
     this.send({ shard: q.shard, items }, release).then(release, release);
   }
 
