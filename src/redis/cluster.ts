@@ -1,6 +1,7 @@
 // The ioredis Cluster client, with every Lua script under lua/ registered through defineCommand: EVALSHA with
 // the NOSCRIPT fallback (scripts are cached per node, and a promoted replica has none) is the client's job.
 // The typed callers of those scripts are in scripts.ts.
+import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { Cluster, type Command } from 'ioredis';
 
@@ -27,6 +28,17 @@ export function luaScripts(): Map<string, { numberOfKeys: number; lua: string }>
     scripts.set(name, { numberOfKeys: Number(m[2]), lua: withIncludes(readFileSync(new URL(file, LUA_DIR), 'utf8')) });
   }
   return scripts;
+}
+
+let scriptCache: Map<string, { numberOfKeys: number; lua: string }> | undefined;
+
+/** One script by name, with the SHA1 that EVALSHA names it by: for a caller that sends it on a node's
+ * connection itself rather than through the registered command. */
+export function luaScript(name: string): { numberOfKeys: number; lua: string; sha: string } {
+  scriptCache ??= luaScripts();
+  const s = scriptCache.get(name);
+  if (!s) throw new Error(`Lua script ${name} is not under lua/`);
+  return { ...s, sha: createHash('sha1').update(s.lua).digest('hex') };
 }
 
 /** Replaces each `-- @include <name>` line with lua/includes/<name>.lua: Lua shared by several scripts lives

@@ -50,6 +50,33 @@ export class ReplicaAck {
     });
   }
 
+  /**
+   * Sends `commands` on master `nodeKey`'s connection followed by one WAIT, in one write: the WAIT covers
+   * their writes without a round trip of its own (afterWrite sends it only once a write's reply is back).
+   * Undefined when that master has no ready connection (the caller takes the ordinary path). `ack`: null when
+   * enough replicas acknowledged, else why not; `results` as ioredis's pipeline gives them, one per command.
+   */
+  async pipelineWithWait(
+    nodeKey: string,
+    commands: readonly (readonly (string | number | Buffer)[])[],
+  ): Promise<{ results: [Error | null, unknown][]; ack: ReplicationTimeout | null } | undefined> {
+    const node = this.node(nodeKey);
+    if (node?.status !== 'ready') return undefined;
+    const p = node.pipeline();
+    for (const [name, ...args] of commands) p.call(name as string, ...args);
+    p.wait(this.replicas, this.timeoutMs);
+    const out = (await p.exec()) as [Error | null, unknown][] | null;
+    if (!out || out.length !== commands.length + 1)
+      throw new Error(`pipeline on ${nodeKey} answered ${out?.length ?? 0} replies for ${commands.length + 1} commands`);
+    const [waitErr, acked] = out[commands.length]!;
+    let ack: ReplicationTimeout | null = null;
+    if (waitErr) ack = new ReplicationTimeout(`WAIT on ${nodeKey} failed: ${waitErr.message}`);
+    else if ((acked as number) < this.replicas) {
+      ack = new ReplicationTimeout(`write not acknowledged by ${this.replicas} replica(s) of ${nodeKey} within ${this.timeoutMs} ms`);
+    }
+    return { results: out.slice(0, commands.length), ack };
+  }
+
   private node(nodeKey: string): Redis | undefined {
     return this.cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey);
   }

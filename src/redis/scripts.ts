@@ -18,9 +18,9 @@ import type { LiveShard } from '../recovery/recovery-plan.js';
 import { firstBucket, orderKey, RELAY_GROUP, recordField, shardKeys, type ShardKeys } from './keys.js';
 import { type RequestRecord, unpackRecord } from './request-record.js';
 
-type Arg = string | number | Buffer;
+export type Arg = string | number | Buffer;
 type ScriptFn = (...args: Arg[]) => Promise<unknown>;
-type Reply = (string | number | null)[];
+export type Reply = (string | number | null)[];
 
 export type PauseResult = { kind: 'paused'; shard: LiveShard } | { kind: 'missing' } | { kind: 'busy'; waitMs: number } | { kind: 'lost' };
 
@@ -50,6 +50,20 @@ export type BatchOp = { op: 'D'; input: DeductScriptInput } | { op: 'C'; request
 
 /** Each request's own answer: what deduct-7.lua or compensate-6.lua would have answered, or its own error. */
 export type BatchReply = DeductScriptResult | CompensateScriptResult | Error;
+
+/** shard-batch-7.lua's flat reply (three values per request), one result or error per request. */
+export function parseShardBatch(ops: readonly BatchOp[], flat: Reply): BatchReply[] {
+  return ops.map((o, i) => {
+    if (flat.length < 3 * i + 3) return new Error(`shard-batch-7.lua returned no reply for request ${i}`);
+    const r = flat.slice(3 * i, 3 * i + 3);
+    if (Number(r[0]) === -9) return new Error(`shard-batch-7.lua: ${String(r[1])}`);
+    try {
+      return o.op === 'D' ? parseDeduct(r) : parseCompensate(r);
+    } catch (err) {
+      return err as Error;
+    }
+  });
+}
 
 /** The registered script function (defineCommand in cluster.ts), looked up once. */
 function scriptFn(cluster: Cluster, name: string): ScriptFn {
@@ -190,6 +204,12 @@ export class Scripts {
   /** shard-batch-7.lua: the requests in order, one reply each. vouch: touch the ack key when a reply vouches
    * for an earlier write (`replica` ack level). */
   async shardBatch(shard: ShardRef, ops: readonly BatchOp[], vouch: boolean): Promise<BatchReply[]> {
+    return parseShardBatch(ops, (await this.fn.shardBatch(...this.shardBatchArgs(shard, ops, vouch))) as Reply);
+  }
+
+  /** shard-batch-7.lua's keys and arguments, for a caller that sends it itself (shard-batcher.ts, beside a
+   * WAIT); parseShardBatch reads its reply. */
+  shardBatchArgs(shard: ShardRef, ops: readonly BatchOp[], vouch: boolean): Arg[] {
     const k = this.keys(shard);
     const now = this.clock();
     const [r0, r1, r2, first] = this.buckets(k, 'records', now);
@@ -216,18 +236,7 @@ export class Scripts {
         args.push('C', o.requestId, recordField(o.requestId), '', o.reason, o.limited ? 1 : 0);
       }
     }
-    // Flat: three values per request (shard-batch-7.lua).
-    const flat = (await this.fn.shardBatch(...args)) as Reply;
-    return ops.map((o, i) => {
-      if (flat.length < 3 * i + 3) return new Error(`shard-batch-7.lua returned no reply for request ${i}`);
-      const r = flat.slice(3 * i, 3 * i + 3);
-      if (Number(r[0]) === -9) return new Error(`shard-batch-7.lua: ${String(r[1])}`);
-      try {
-        return o.op === 'D' ? parseDeduct(r) : parseCompensate(r);
-      } catch (err) {
-        return err as Error;
-      }
-    });
+    return args;
   }
 
   /** hold-reserve-7.lua: the same results as deduct-7.lua; a new hold carries its expiry. A replay of a hold

@@ -13,8 +13,8 @@
 // takes longer than BUSY_AT_MOST_MS no longer holds the shard.
 import type { CompensateScriptResult, DeductScriptInput, DeductScriptResult, ShardRef } from '../domain/ports.js';
 import { DomainError } from '../domain/errors.js';
-import { isRedirect } from './cluster.js';
-import type { BatchOp, BatchReply, Scripts } from './scripts.js';
+import { isRedirect, luaScript } from './cluster.js';
+import { type Arg, type BatchOp, type BatchReply, parseShardBatch, type Reply, type Scripts } from './scripts.js';
 import { takeTurn } from './shard-turn.js';
 
 export interface ShardBatcherOptions {
@@ -31,6 +31,17 @@ export interface ShardBatcherOptions {
   afterWrite(shardKey: string, ownerBefore: string | undefined): Promise<void>;
   /** Every batch's size, as sent (for the histogram on /metrics). */
   onBatch?: ((size: number) => void) | undefined;
+  /** At the `replica` level: sends calls on a master's connection with their WAIT in the same write
+   * (ReplicaAck.pipelineWithWait); undefined when that master has no ready connection. Absent: every call
+   * goes through the cluster client and waits with afterWrite. */
+  withWait?:
+    | ((
+        nodeKey: string,
+        commands: readonly (readonly Arg[])[],
+      ) => Promise<{ results: [Error | null, unknown][]; ack: Error | null } | undefined>)
+    | undefined;
+  /** Asked when a call sent on a node's connection came back redirected (the client's slot map is stale). */
+  onRedirect?: (() => void) | undefined;
 }
 
 interface Pending {
@@ -45,6 +56,12 @@ interface Queue {
   items: Pending[];
 }
 
+/** A shard's call, taken and waiting for the other shards of its master to go in the same write. */
+interface Ready {
+  q: Queue;
+  release: () => void;
+}
+
 /** ioredis's message for a command whose connection closed before its reply came. */
 const CONNECTION_CLOSED = 'Connection is closed.';
 /** The longest a shard's next requests wait for its call in flight before they are sent beside it. */
@@ -54,6 +71,7 @@ const RESEND_AFTER_MS = 200;
 
 /** The answers that stand for a write (or vouch for one) and so wait for the replica ack. */
 const NEEDS_ACK = new Set(['deducted', 'replay', 'compensated', 'already']);
+const SHARD_BATCH = luaScript('shardBatch');
 
 export class ShardBatcher {
   /** Requests waiting for their shard's next call, by shard tag. */
@@ -61,6 +79,8 @@ export class ShardBatcher {
   /** Shards whose call is in flight: until its replies are out (after the replica ack at the `replica` level). */
   private readonly busy = new Set<string>();
   private scheduled = false;
+  /** Calls taken in this tick, sent together per master at its end (withWait only). */
+  private ready: Ready[] = [];
 
   constructor(
     private readonly scripts: Scripts,
@@ -121,16 +141,129 @@ export class ShardBatcher {
     const release = takeTurn(this.busy, tag, BUSY_AT_MOST_MS, () => {
       if (this.queues.has(tag)) this.take(tag);
     });
+    if (this.options.withWait) {
+      // Shards freed by one WAIT's reply are taken one by one in the same microtask run; process.nextTick runs
+      // after it, so they leave together, as ioredis's auto-pipelining gathers its commands.
+      if (this.ready.length === 0) process.nextTick(() => this.sendReady());
+      this.ready.push({ q: { shard: q.shard, items }, release });
+      return;
+    }
     this.send({ shard: q.shard, items }, release).then(release, release);
   }
 
-  /** release: frees the shard for its next call; called when the call failed for good, else when send ends. */
-  private async send(q: Queue, release: () => void, retried = false): Promise<void> {
-    const items = q.items.filter((p) => {
+  /** The calls taken in this tick: per master, one write of their scripts followed by one WAIT. */
+  private sendReady(): void {
+    const ready = this.ready;
+    this.ready = [];
+    const byMaster = new Map<string, Ready[]>();
+    for (const r of ready) {
+      const items = this.live(r.q.items);
+      if (items.length === 0) {
+        r.release();
+        continue;
+      }
+      let owner: string | undefined;
+      try {
+        owner = this.options.beforeWrite(this.scripts.keys(r.q.shard).shard);
+      } catch (err) {
+        r.release();
+        for (const p of items) p.reject(err);
+        continue;
+      }
+      const next = { q: { shard: r.q.shard, items }, release: r.release };
+      if (owner === undefined) {
+        this.plain(next);
+        continue;
+      }
+      const group = byMaster.get(owner);
+      if (group) group.push(next);
+      else byMaster.set(owner, [next]);
+    }
+    for (const [owner, group] of byMaster) void this.sendWithWait(owner, group);
+  }
+
+  /** A call through the cluster client and afterWrite (no connection to its master, or a re-send). */
+  private plain(r: Ready, retried = false): void {
+    this.send(r.q, r.release, retried).then(r.release, r.release);
+  }
+
+  private async sendWithWait(owner: string, group: Ready[]): Promise<void> {
+    const commands = group.map((r) => {
+      const args = this.scripts.shardBatchArgs(
+        r.q.shard,
+        r.q.items.map((p) => p.op),
+        this.options.vouch,
+      );
+      return ['evalsha', SHARD_BATCH.sha, SHARD_BATCH.numberOfKeys, ...args];
+    });
+    let out: Awaited<ReturnType<NonNullable<ShardBatcherOptions['withWait']>>>;
+    try {
+      out = await this.options.withWait!(owner, commands);
+    } catch (err) {
+      // The connection closed under the write: whether the scripts ran is unknown, and sending them again is
+      // safe (every request is idempotent by its request id), as in send().
+      if (err instanceof Error && err.message === CONNECTION_CLOSED) {
+        await new Promise((r) => setTimeout(r, RESEND_AFTER_MS));
+        for (const r of group) this.plain(r, true);
+        return;
+      }
+      for (const r of group) {
+        r.release();
+        for (const p of r.q.items) p.reject(err);
+      }
+      return;
+    }
+    if (out === undefined) {
+      for (const r of group) this.plain(r);
+      return;
+    }
+    const { results, ack } = out;
+    group.forEach((r, i) => {
+      const [err, flat] = results[i]!;
+      if (err) {
+        // NOSCRIPT (a node that has not seen the script: the cluster client loads it), a redirect (the script
+        // did not run) or a closed connection: sent again through the cluster client, once.
+        if (isRedirect(err)) this.options.onRedirect?.();
+        if (err.message.startsWith('NOSCRIPT')) this.plain(r);
+        else if (isRedirect(err) || err.message === CONNECTION_CLOSED) {
+          setTimeout(() => this.plain(r, true), RESEND_AFTER_MS);
+        } else {
+          r.release();
+          for (const p of r.q.items) p.reject(err);
+        }
+        return;
+      }
+      this.options.onBatch?.(r.q.items.length);
+      const replies = parseShardBatch(
+        r.q.items.map((p) => p.op),
+        flat as Reply,
+      );
+      r.release();
+      this.answer(r.q.items, replies, ack);
+    });
+  }
+
+  private live(items: Pending[]): Pending[] {
+    return items.filter((p) => {
       if (!p.signal?.aborted) return true;
       p.reject(new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish'));
       return false;
     });
+  }
+
+  /** Each request its reply; a write (or a vouch) whose replica ack failed gets that failure instead. */
+  private answer(items: Pending[], replies: BatchReply[], acked: unknown): void {
+    items.forEach((p, i) => {
+      const r = replies[i]!;
+      if (r instanceof Error) p.reject(r);
+      else if (acked !== null && NEEDS_ACK.has(r.kind)) p.reject(acked);
+      else p.resolve(r);
+    });
+  }
+
+  /** release: frees the shard for its next call; called when the call failed for good, else when send ends. */
+  private async send(q: Queue, release: () => void, retried = false): Promise<void> {
+    const items = this.live(q.items);
     if (items.length === 0) return;
     if (!retried) this.options.onBatch?.(items.length);
     const shardKey = this.scripts.keys(q.shard).shard;
@@ -167,11 +300,6 @@ export class ShardBatcher {
         acked = err ?? new Error('replica ack failed');
       }
     }
-    items.forEach((p, i) => {
-      const r = replies[i]!;
-      if (r instanceof Error) p.reject(r);
-      else if (acked !== null && NEEDS_ACK.has(r.kind)) p.reject(acked);
-      else p.resolve(r);
-    });
+    this.answer(items, replies, acked);
   }
 }

@@ -62,6 +62,8 @@ export class RedisStockStore implements StockStore {
             vouch: options.replicaAck !== undefined,
             beforeWrite: (key) => this.beforeWrite(key),
             afterWrite: (key, owner) => this.replicated(key, owner),
+            withWait: options.replicaAck ? (node, commands) => options.replicaAck!.pipelineWithWait(node, commands) : undefined,
+            onRedirect: () => void redis.refreshSlotsCache(),
           })
         : undefined;
     this.reads = batch && batch.max > 1 ? new RecordReadBatcher(this.scripts, batch.max, batch.onReadBatch) : undefined;
