@@ -1,14 +1,22 @@
-// At the `replica` ack level the group commit sends a master's shard calls and their WAIT in one write
-// (shard-batcher.ts sendWithWait, ReplicaAck.pipelineWithWait) by EVALSHA on the node's connection, so the
-// client's own NOSCRIPT fallback is not there: a node that lost its scripts (it restarted, or is a freshly
-// promoted replica) must cost a re-send and never a lost or doubled deduction. That the WAIT covers the calls
+// At the `replica` ack level the group commit sends one call for all the shards a master holds
+// (lua/node-batch-1.lua) and its WAIT in one write (shard-batcher.ts sendWithWait, ReplicaAck.pipelineWithWait),
+// by EVALSHA on the node's connection. So neither the cluster client's NOSCRIPT fallback nor its routing is
+// there: a node that lost its scripts (it restarted, or is a freshly promoted replica) and a slot map that is
+// stale (a failover) must cost a re-send, never a lost or doubled deduction. That the WAIT covers the calls
 // before it (an answer only once a replica holds it) is test-faults/replica-ack.test.ts's: with a lagging
 // replica, a WAIT sent ahead of the calls fails its two 'replica lags behind a deduction' cases.
+import { status } from '@grpc/grpc-js';
+import slotOf from 'cluster-key-slot';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ShardRef } from '../src/domain/ports.js';
+import { luaScript } from '../src/redis/cluster.js';
+import { ReplicaAck } from '../src/redis/replica-ack.js';
+import { ShardBatcher } from '../src/redis/shard-batcher.js';
+import { parseShardBatch, type Reply, Scripts } from '../src/redis/scripts.js';
 import { DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
-import { ledgerFigures, settled } from './support/settlement.js';
+import { ledgerFigures, settled, sleep } from './support/settlement.js';
 
 let a: TestApp;
 beforeAll(async () => {
@@ -18,9 +26,21 @@ afterAll(async () => {
   await a?.close();
 });
 
+/** A Deduct retried with its request id while it fails UNAVAILABLE (a failover fence), as callers do. */
+async function deduct(couponId: string, requestId: string) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await a.client.deduct({ couponId, requestId, userId: requestId, quantity: 1n });
+    } catch (err) {
+      if ((err as { code?: number }).code !== status.UNAVAILABLE || attempt >= 50) throw err;
+      await sleep(100);
+    }
+  }
+}
+
 async function sale(couponId: string, requests: number, prefix: string) {
   const ids = Array.from({ length: requests }, (_, i) => `${prefix}${i}`);
-  const answers = await Promise.all(ids.map((requestId) => a.client.deduct({ couponId, requestId, userId: requestId, quantity: 1n })));
+  const answers = await Promise.all(ids.map((requestId) => deduct(couponId, requestId)));
   return { ids, answers };
 }
 
@@ -50,5 +70,96 @@ describe('group commit with the WAIT in the same write', () => {
     expect(ledger.deductRows).toBe(300);
     expect(ledger.duplicates).toBe(0);
     expect(ledger.remaining).toBe(0);
+  });
+
+  it("when a node's call holds a shard whose slot another master serves, then that shard's requests are answered -10 with nothing of it written, and the node's own shards run", async () => {
+    const scripts = new Scripts(a.app.redis, a.namespace, a.app.config.idempotencyWindowS);
+    const id = uniqueId();
+    const owner = (s: ShardRef) => a.app.redis.slots[slotOf(scripts.keys(s).shard)]![0]!;
+    // Two shards on one master and one on another.
+    const shards: ShardRef[] = [];
+    for (let i = 0; shards.length < 40; i++) shards.push({ couponId: id, index: 0, tag: `${id}#0.${i}` });
+    const here = owner(shards[0]!);
+    const local = shards.filter((s) => owner(s) === here).slice(0, 2);
+    const away = shards.find((s) => owner(s) !== here)!;
+    for (const s of [...local, away]) await scripts.shardInit(s, 5, 0);
+    const op = (requestId: string) => ({ op: 'D' as const, input: { requestId, userId: '', quantity: 1, perUserLimit: 0 } });
+    const batches: [ShardRef, ReturnType<typeof op>[]][] = [
+      [local[0]!, [op('l0a'), op('l0b')]],
+      [away, [op('w0'), op('w1'), op('w2')]],
+      [local[1]!, [op('l1a')]],
+    ];
+    const node = a.app.redis.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === here)!;
+    const args: (string | number)[] = [scripts.keys(local[0]!).shard];
+    for (const [s, ops] of batches) {
+      const sa = scripts.shardBatchArgs(s, ops, false) as (string | number)[];
+      args.push(...sa.slice(0, 13), ops.length, ...sa.slice(13));
+    }
+    const nb = luaScript('nodeBatch');
+    await node.script('LOAD', nb.lua);
+    const flat = (await node.evalsha(nb.sha, 1, ...args)) as Reply;
+    expect(flat).toHaveLength(3 * 6);
+    expect(parseShardBatch(batches[0]![1], flat.slice(0, 6)).map((r) => (r instanceof Error ? 'error' : r.kind))).toEqual([
+      'deducted',
+      'deducted',
+    ]);
+    expect(flat.slice(6, 15).filter((_, i) => i % 3 === 0)).toEqual([-10, -10, -10]);
+    expect(String(flat[7])).toContain('non local key');
+    expect(parseShardBatch(batches[2]![1], flat.slice(15, 18)).map((r) => (r instanceof Error ? 'error' : r.kind))).toEqual(['deducted']);
+    expect(await a.app.redis.hget(scripts.keys(away).shard, 'avail')).toBe('5');
+    expect(await a.app.redis.xlen(scripts.keys(away).outbox)).toBe(0);
+    expect(await a.app.redis.hget(scripts.keys(local[0]!).shard, 'avail')).toBe('3');
+  });
+
+  it("when the client's slot map names the wrong master for a shard, then its requests are sent again to the right one and each is deducted once", async () => {
+    const scripts = new Scripts(a.app.redis, a.namespace, a.app.config.idempotencyWindowS);
+    const id = uniqueId();
+    const owner = (s: ShardRef) => a.app.redis.slots[slotOf(scripts.keys(s).shard)]![0]!;
+    const shards: ShardRef[] = [];
+    for (let i = 0; shards.length < 40; i++) shards.push({ couponId: id, index: 0, tag: `${id}#0.${i}` });
+    const here = owner(shards[0]!);
+    const [home, home2] = shards.filter((s) => owner(s) === here);
+    const [away, away2] = shards.filter((s) => owner(s) !== here);
+    for (const s of [home!, home2!, away!, away2!]) await scripts.shardInit(s, 10, 0);
+    // A stale map, as a failover leaves it until the client's next refresh: the first call of each `away`
+    // shard names `here` as its master; the re-send after the redirect sees the right one.
+    const lied = new Set<string>();
+    const ack = new ReplicaAck(a.app.redis, 2000);
+    let redirects = 0;
+    const batcher = new ShardBatcher(scripts, {
+      max: 64,
+      waitUs: 0,
+      vouch: true,
+      beforeWrite: (key) => {
+        const truth = a.app.redis.slots[slotOf(key)]![0]!;
+        if (truth === here || lied.has(key)) return truth;
+        lied.add(key);
+        return here;
+      },
+      afterWrite: (key, before) => ack.afterWrite(key, before),
+      withWait: (node, commands) => ack.pipelineWithWait(node, commands),
+      onRedirect: () => redirects++,
+    });
+    const input = (requestId: string) => ({ requestId, userId: '', quantity: 1, perUserLimit: 0 });
+    // One call for `here`: home's requests first (the key it declares is served), away's after (answered -10);
+    // then a call whose first shard is away2 (the node refuses the whole call with MOVED), home2 after it.
+    const first = await Promise.all([
+      ...['h1', 'h2'].map((r) => batcher.deduct(home!, input(r))),
+      ...['a1', 'a2', 'a3'].map((r) => batcher.deduct(away!, input(r))),
+    ]);
+    const second = await Promise.all([...['b1', 'b2'].map((r) => batcher.deduct(away2!, input(r))), batcher.deduct(home2!, input('g1'))]);
+    expect([...first, ...second].map((r) => r.kind)).toEqual(Array(8).fill('deducted'));
+    expect(redirects).toBe(2);
+    expect(lied.size).toBe(2);
+    const avail = async (s: ShardRef) => Number(await a.app.redis.hget(scripts.keys(s).shard, 'avail'));
+    expect([await avail(home!), await avail(away!), await avail(away2!), await avail(home2!)]).toEqual([8, 7, 8, 9]);
+    // Asked again, every request is a replay: none was deducted twice.
+    const again = await Promise.all([
+      batcher.deduct(away!, input('a1')),
+      batcher.deduct(away2!, input('b2')),
+      batcher.deduct(home!, input('h1')),
+    ]);
+    expect(again.map((r) => r.kind)).toEqual(['replay', 'replay', 'replay']);
+    expect([await avail(home!), await avail(away!), await avail(away2!)]).toEqual([8, 7, 8]);
   });
 });

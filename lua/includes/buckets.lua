@@ -9,9 +9,11 @@
 -- which lie inside the three whenever the caller's clock is within half a window of the server's. A lookup
 -- reads all three, so a field written just before a failover to a node whose clock is a little behind is
 -- still found.
+-- The server's second, read once per call: node-batch-1.lua asks for it once per shard.
+local serverSecond
 local function serverBucket(windowS)
-  local t = redis.call('TIME')
-  return math.floor(tonumber(t[1]) / windowS)
+  if not serverSecond then serverSecond = tonumber(redis.call('TIME')[1]) end
+  return math.floor(serverSecond / windowS)
 end
 
 -- The position (1..3) among the three hashes of the bucket to write now, or nil when the three do not hold

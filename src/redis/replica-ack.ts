@@ -77,6 +77,14 @@ export class ReplicaAck {
     return { results: out.slice(0, commands.length), ack };
   }
 
+  /** Loads `lua` into master `nodeKey`'s script cache, in the background (a failure shows as the next call's
+   * NOSCRIPT, which takes the ordinary path again). */
+  loadScript(nodeKey: string, lua: string): void {
+    this.node(nodeKey)
+      ?.script('LOAD', lua)
+      .catch(() => {});
+  }
+
   private node(nodeKey: string): Redis | undefined {
     return this.cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey);
   }

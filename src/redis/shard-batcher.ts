@@ -42,6 +42,8 @@ export interface ShardBatcherOptions {
     | undefined;
   /** Asked when a call sent on a node's connection came back redirected (the client's slot map is stale). */
   onRedirect?: (() => void) | undefined;
+  /** Loads a script on a master that answered NOSCRIPT (withWait sends EVALSHA itself). */
+  loadScript?: ((nodeKey: string, lua: string) => void) | undefined;
 }
 
 interface Pending {
@@ -71,7 +73,9 @@ const RESEND_AFTER_MS = 200;
 
 /** The answers that stand for a write (or vouch for one) and so wait for the replica ack. */
 const NEEDS_ACK = new Set(['deducted', 'replay', 'compensated', 'already']);
-const SHARD_BATCH = luaScript('shardBatch');
+const NODE_BATCH = luaScript('nodeBatch');
+/** node-batch-1.lua's code for a shard whose keys its node does not serve. */
+const NOT_HERE = -10;
 
 export class ShardBatcher {
   /** Requests waiting for their shard's next call, by shard tag. */
@@ -187,21 +191,26 @@ export class ShardBatcher {
     this.send(r.q, r.release, retried).then(r.release, r.release);
   }
 
+  /** One node-batch-1.lua call for every shard of the group (all on master `owner`), then its WAIT. */
   private async sendWithWait(owner: string, group: Ready[]): Promise<void> {
-    const commands = group.map((r) => {
-      const args = this.scripts.shardBatchArgs(
+    const args: Arg[] = ['evalsha', NODE_BATCH.sha, 1, this.scripts.keys(group[0]!.q.shard).shard];
+    for (const r of group) {
+      const shardArgs = this.scripts.shardBatchArgs(
         r.q.shard,
         r.q.items.map((p) => p.op),
         this.options.vouch,
       );
-      return ['evalsha', SHARD_BATCH.sha, SHARD_BATCH.numberOfKeys, ...args];
-    });
+      // shard-batch-7.lua's 7 keys and 6 values, the shard's request count, then its requests.
+      for (let i = 0; i < 13; i++) args.push(shardArgs[i]!);
+      args.push(r.q.items.length);
+      for (let i = 13; i < shardArgs.length; i++) args.push(shardArgs[i]!);
+    }
     let out: Awaited<ReturnType<NonNullable<ShardBatcherOptions['withWait']>>>;
     try {
-      out = await this.options.withWait!(owner, commands);
+      out = await this.options.withWait!(owner, [args]);
     } catch (err) {
-      // The connection closed under the write: whether the scripts ran is unknown, and sending them again is
-      // safe (every request is idempotent by its request id), as in send().
+      // The connection closed under the write: whether the script ran is unknown, and sending the batches
+      // again is safe (every request is idempotent by its request id), as in send().
       if (err instanceof Error && err.message === CONNECTION_CLOSED) {
         await new Promise((r) => setTimeout(r, RESEND_AFTER_MS));
         for (const r of group) this.plain(r, true);
@@ -217,30 +226,43 @@ export class ShardBatcher {
       for (const r of group) this.plain(r);
       return;
     }
-    const { results, ack } = out;
-    group.forEach((r, i) => {
-      const [err, flat] = results[i]!;
-      if (err) {
-        // NOSCRIPT (a node that has not seen the script: the cluster client loads it), a redirect (the script
-        // did not run) or a closed connection: sent again through the cluster client, once.
-        if (isRedirect(err)) this.options.onRedirect?.();
-        if (err.message.startsWith('NOSCRIPT')) this.plain(r);
-        else if (isRedirect(err) || err.message === CONNECTION_CLOSED) {
-          setTimeout(() => this.plain(r, true), RESEND_AFTER_MS);
-        } else {
+    const [err, flat] = out.results[0]!;
+    if (err) {
+      // NOSCRIPT (the node restarted, or is a promoted replica: loaded for the next round, and this one goes
+      // through the cluster client, which loads shard-batch-7.lua itself), a redirect (the script did not run)
+      // or a closed connection: each batch is sent again through the cluster client, once.
+      if (isRedirect(err)) this.options.onRedirect?.();
+      if (err.message.startsWith('NOSCRIPT')) {
+        this.options.loadScript?.(owner, NODE_BATCH.lua);
+        for (const r of group) this.plain(r);
+      } else if (isRedirect(err) || err.message === CONNECTION_CLOSED) {
+        setTimeout(() => {
+          for (const r of group) this.plain(r, true);
+        }, RESEND_AFTER_MS);
+      } else {
+        for (const r of group) {
           r.release();
           for (const p of r.q.items) p.reject(err);
         }
-        return;
       }
-      this.options.onBatch?.(r.q.items.length);
-      const replies = parseShardBatch(
-        r.q.items.map((p) => p.op),
-        flat as Reply,
-      );
+      return;
+    }
+    const values = flat as Reply;
+    let at = 0;
+    for (const r of group) {
+      const ops = r.q.items.map((p) => p.op);
+      const mine = values.slice(at, at + 3 * ops.length);
+      at += 3 * ops.length;
+      if (Number(mine[0]) === NOT_HERE) {
+        // This shard's slot is not on `owner` any more (a failover, a slot moved): nothing of it ran.
+        this.options.onRedirect?.();
+        setTimeout(() => this.plain(r, true), RESEND_AFTER_MS);
+        continue;
+      }
+      this.options.onBatch?.(ops.length);
       r.release();
-      this.answer(r.q.items, replies, ack);
-    });
+      this.answer(r.q.items, parseShardBatch(ops, mine), out.ack);
+    }
   }
 
   private live(items: Pending[]): Pending[] {

@@ -64,6 +64,7 @@ export class RedisStockStore implements StockStore {
             afterWrite: (key, owner) => this.replicated(key, owner),
             withWait: options.replicaAck ? (node, commands) => options.replicaAck!.pipelineWithWait(node, commands) : undefined,
             onRedirect: () => void redis.refreshSlotsCache(),
+            loadScript: (node, lua) => options.replicaAck?.loadScript(node, lua),
           })
         : undefined;
     this.reads = batch && batch.max > 1 ? new RecordReadBatcher(this.scripts, batch.max, batch.onReadBatch) : undefined;
