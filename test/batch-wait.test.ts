@@ -1,5 +1,5 @@
 // At the `replica` ack level the group commit sends one call for all the shards a master holds
-// (lua/node-batch-1.lua) and its WAIT in one write (shard-batcher.ts sendWithWait, ReplicaAck.pipelineWithWait),
+// (lua/node-batch-1.lua) and its WAIT in one write (shard-batcher.ts sendOnMaster, ReplicaAck.pipelineWithWait),
 // by EVALSHA on the node's connection. So neither the cluster client's NOSCRIPT fallback nor its routing is
 // there: a node that lost its scripts (it restarted, or is a freshly promoted replica) and a slot map that is
 // stale (a failover) must cost a re-send, never a lost or doubled deduction. That the WAIT covers the calls
@@ -19,18 +19,22 @@ import { shardState } from './support/inspect.js';
 import { ledgerFigures, settled, sleep } from './support/settlement.js';
 
 let a: TestApp;
+/** The same at the `leader` level: one call per master, with no WAIT after it. */
+let leader: TestApp;
 beforeAll(async () => {
   a = await startTestApp({ SHARDSTOCK_WORKERS: 'relay,settle', SHARDSTOCK_ACK_LEVEL: 'replica' });
+  leader = await startTestApp({ SHARDSTOCK_WORKERS: 'relay,settle', SHARDSTOCK_ACK_LEVEL: 'leader' });
 });
 afterAll(async () => {
   await a?.close();
+  await leader?.close();
 });
 
 /** A Deduct retried with its request id while it fails UNAVAILABLE (a failover fence), as callers do. */
-async function deduct(couponId: string, requestId: string) {
+async function deduct(couponId: string, requestId: string, app = a) {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await a.client.deduct({ couponId, requestId, userId: requestId, quantity: 1n });
+      return await app.client.deduct({ couponId, requestId, userId: requestId, quantity: 1n });
     } catch (err) {
       if ((err as { code?: number }).code !== status.UNAVAILABLE || attempt >= 50) throw err;
       await sleep(100);
@@ -38,39 +42,43 @@ async function deduct(couponId: string, requestId: string) {
   }
 }
 
-async function sale(couponId: string, requests: number, prefix: string) {
+async function sale(couponId: string, requests: number, prefix: string, app = a) {
   const ids = Array.from({ length: requests }, (_, i) => `${prefix}${i}`);
-  const answers = await Promise.all(ids.map((requestId) => deduct(couponId, requestId)));
+  const answers = await Promise.all(ids.map((requestId) => deduct(couponId, requestId, app)));
   return { ids, answers };
 }
 
-describe('group commit with the WAIT in the same write', () => {
-  it('when every master forgets its scripts in the middle of a sale, then the calls are sent again and exactly the stock is sold, once per request id', async () => {
-    const couponId = uniqueId();
-    await a.client.createCoupon({ couponId, totalStock: 300n, shardCount: 16 });
-    const first = await sale(couponId, 150, 'a');
-    expect(first.answers.every((r) => r.outcome === DeductOutcome.DEDUCTED)).toBe(true);
+describe('group commit: one call per master, the WAIT in the same write', () => {
+  it.each(['replica', 'leader'])(
+    'when every master forgets its scripts in the middle of a sale (%s level), then the calls are sent again and exactly the stock is sold, once per request id',
+    async (level) => {
+      const app = level === 'leader' ? leader : a;
+      const couponId = uniqueId();
+      await app.client.createCoupon({ couponId, totalStock: 300n, shardCount: 16 });
+      const first = await sale(couponId, 150, 'a', app);
+      expect(first.answers.every((r) => r.outcome === DeductOutcome.DEDUCTED)).toBe(true);
 
-    for (const node of a.app.redis.nodes('master')) await node.script('FLUSH');
-    // New requests and retries of answered ones, together, right after the flush.
-    const [second, retried] = await Promise.all([
-      sale(couponId, 250, 'b'),
-      Promise.all(first.ids.slice(0, 60).map((requestId) => a.client.deduct({ couponId, requestId, userId: requestId, quantity: 1n }))),
-    ]);
-    expect(retried.every((r) => r.outcome === DeductOutcome.DEDUCTED && r.replayed)).toBe(true);
-    expect(second.answers.filter((r) => r.outcome === DeductOutcome.DEDUCTED).length).toBe(150);
-    expect(second.answers.filter((r) => r.outcome === DeductOutcome.SOLD_OUT).length).toBe(100);
+      for (const node of app.app.redis.nodes('master')) await node.script('FLUSH');
+      // New requests and retries of answered ones, together, right after the flush.
+      const [second, retried] = await Promise.all([
+        sale(couponId, 250, 'b', app),
+        Promise.all(first.ids.slice(0, 60).map((requestId) => deduct(couponId, requestId, app))),
+      ]);
+      expect(retried.every((r) => r.outcome === DeductOutcome.DEDUCTED && r.replayed)).toBe(true);
+      expect(second.answers.filter((r) => r.outcome === DeductOutcome.DEDUCTED).length).toBe(150);
+      expect(second.answers.filter((r) => r.outcome === DeductOutcome.SOLD_OUT).length).toBe(100);
 
-    const s = await shardState(a.app, couponId);
-    expect(s.levels.every((l) => (l.available ?? -1) >= 0)).toBe(true);
-    expect(s.available + s.inTransit).toBe(0);
-    expect(s.net).toBe(300);
-    await settled(a.client, couponId);
-    const ledger = await ledgerFigures(a.app, couponId);
-    expect(ledger.deductRows).toBe(300);
-    expect(ledger.duplicates).toBe(0);
-    expect(ledger.remaining).toBe(0);
-  });
+      const s = await shardState(app.app, couponId);
+      expect(s.levels.every((l) => (l.available ?? -1) >= 0)).toBe(true);
+      expect(s.available + s.inTransit).toBe(0);
+      expect(s.net).toBe(300);
+      await settled(app.client, couponId);
+      const ledger = await ledgerFigures(app.app, couponId);
+      expect(ledger.deductRows).toBe(300);
+      expect(ledger.duplicates).toBe(0);
+      expect(ledger.remaining).toBe(0);
+    },
+  );
 
   it("when a node's call holds a shard whose slot another master serves, then that shard's requests are answered -10 with nothing of it written, and the node's own shards run", async () => {
     const scripts = new Scripts(a.app.redis, a.namespace, a.app.config.idempotencyWindowS);
@@ -137,7 +145,7 @@ describe('group commit with the WAIT in the same write', () => {
         return here;
       },
       afterWrite: (key, before) => ack.afterWrite(key, before),
-      withWait: (node, commands) => ack.pipelineWithWait(node, commands),
+      onMaster: (node, commands) => ack.pipelineWithWait(node, commands),
       onRedirect: () => redirects++,
     });
     const input = (requestId: string) => ({ requestId, userId: '', quantity: 1, perUserLimit: 0 });

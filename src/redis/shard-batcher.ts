@@ -31,10 +31,10 @@ export interface ShardBatcherOptions {
   afterWrite(shardKey: string, ownerBefore: string | undefined): Promise<void>;
   /** Every batch's size, as sent (for the histogram on /metrics). */
   onBatch?: ((size: number) => void) | undefined;
-  /** At the `replica` level: sends calls on a master's connection with their WAIT in the same write
-   * (ReplicaAck.pipelineWithWait); undefined when that master has no ready connection. Absent: every call
-   * goes through the cluster client and waits with afterWrite. */
-  withWait?:
+  /** Sends calls on a master's own connection in one write, at the `replica` level with their WAIT after them
+   * (ReplicaAck.pipelineWithWait; ack null at the `leader` level); undefined when that master has no ready
+   * connection. Absent: every shard's call goes through the cluster client and waits with afterWrite. */
+  onMaster?:
     | ((
         nodeKey: string,
         commands: readonly (readonly Arg[])[],
@@ -42,7 +42,9 @@ export interface ShardBatcherOptions {
     | undefined;
   /** Asked when a call sent on a node's connection came back redirected (the client's slot map is stale). */
   onRedirect?: (() => void) | undefined;
-  /** Loads a script on a master that answered NOSCRIPT (withWait sends EVALSHA itself). */
+  /** The master the client routes `key` to, when beforeWrite does not say (the `leader` level). */
+  masterOf?: ((key: string) => string | undefined) | undefined;
+  /** Loads a script on a master that answered NOSCRIPT (onMaster sends EVALSHA itself). */
   loadScript?: ((nodeKey: string, lua: string) => void) | undefined;
 }
 
@@ -83,7 +85,7 @@ export class ShardBatcher {
   /** Shards whose call is in flight: until its replies are out (after the replica ack at the `replica` level). */
   private readonly busy = new Set<string>();
   private scheduled = false;
-  /** Calls taken in this tick, sent together per master at its end (withWait only). */
+  /** Calls taken in this tick, sent together per master at its end (onMaster only). */
   private ready: Ready[] = [];
 
   constructor(
@@ -145,7 +147,7 @@ export class ShardBatcher {
     const release = takeTurn(this.busy, tag, BUSY_AT_MOST_MS, () => {
       if (this.queues.has(tag)) this.take(tag);
     });
-    if (this.options.withWait) {
+    if (this.options.onMaster) {
       // Shards freed by one WAIT's reply are taken one by one in the same microtask run; process.nextTick runs
       // after it, so they leave together, as ioredis's auto-pipelining gathers its commands.
       if (this.ready.length === 0) process.nextTick(() => this.sendReady());
@@ -155,7 +157,7 @@ export class ShardBatcher {
     this.send({ shard: q.shard, items }, release).then(release, release);
   }
 
-  /** The calls taken in this tick: per master, one write of their scripts followed by one WAIT. */
+  /** The calls taken in this tick: per master, one call for all of its shards (and its WAIT) in one write. */
   private sendReady(): void {
     const ready = this.ready;
     this.ready = [];
@@ -168,7 +170,8 @@ export class ShardBatcher {
       }
       let owner: string | undefined;
       try {
-        owner = this.options.beforeWrite(this.scripts.keys(r.q.shard).shard);
+        const key = this.scripts.keys(r.q.shard).shard;
+        owner = this.options.beforeWrite(key) ?? this.options.masterOf?.(key);
       } catch (err) {
         r.release();
         for (const p of items) p.reject(err);
@@ -183,7 +186,7 @@ export class ShardBatcher {
       if (group) group.push(next);
       else byMaster.set(owner, [next]);
     }
-    for (const [owner, group] of byMaster) void this.sendWithWait(owner, group);
+    for (const [owner, group] of byMaster) void this.sendOnMaster(owner, group);
   }
 
   /** A call through the cluster client and afterWrite (no connection to its master, or a re-send). */
@@ -191,8 +194,9 @@ export class ShardBatcher {
     this.send(r.q, r.release, retried).then(r.release, r.release);
   }
 
-  /** One node-batch-1.lua call for every shard of the group (all on master `owner`), then its WAIT. */
-  private async sendWithWait(owner: string, group: Ready[]): Promise<void> {
+  /** One node-batch-1.lua call for every shard of the group (all on master `owner`), then its WAIT at the
+   * `replica` level. */
+  private async sendOnMaster(owner: string, group: Ready[]): Promise<void> {
     const args: Arg[] = ['evalsha', NODE_BATCH.sha, 1, this.scripts.keys(group[0]!.q.shard).shard];
     for (const r of group) {
       const shardArgs = this.scripts.shardBatchArgs(
@@ -205,9 +209,9 @@ export class ShardBatcher {
       args.push(r.q.items.length);
       for (let i = 13; i < shardArgs.length; i++) args.push(shardArgs[i]!);
     }
-    let out: Awaited<ReturnType<NonNullable<ShardBatcherOptions['withWait']>>>;
+    let out: Awaited<ReturnType<NonNullable<ShardBatcherOptions['onMaster']>>>;
     try {
-      out = await this.options.withWait!(owner, [args]);
+      out = await this.options.onMaster!(owner, [args]);
     } catch (err) {
       // The connection closed under the write: whether the script ran is unknown, and sending the batches
       // again is safe (every request is idempotent by its request id), as in send().

@@ -1,6 +1,7 @@
 // StockStore on Redis Cluster over the Lua callers in scripts.ts: adds what the domain asks around a script
 // call — the failover fence before a write, the replica ack after it, the vouching write for a replay.
 import type { Cluster } from 'ioredis';
+import slotOf from 'cluster-key-slot';
 import type {
   CompensateScriptResult,
   Credit,
@@ -12,6 +13,7 @@ import type {
   StockStore,
 } from '../domain/ports.js';
 import type { ShardKeys } from './keys.js';
+import { loadOnMaster, sendOnMaster } from './master-pipeline.js';
 import type { ReplicaAck } from './replica-ack.js';
 import { Scripts } from './scripts.js';
 import { RecordReadBatcher } from './record-read-batcher.js';
@@ -62,9 +64,15 @@ export class RedisStockStore implements StockStore {
             vouch: options.replicaAck !== undefined,
             beforeWrite: (key) => this.beforeWrite(key),
             afterWrite: (key, owner) => this.replicated(key, owner),
-            withWait: options.replicaAck ? (node, commands) => options.replicaAck!.pipelineWithWait(node, commands) : undefined,
+            onMaster: options.replicaAck
+              ? (node, commands) => options.replicaAck!.pipelineWithWait(node, commands)
+              : async (node, commands) => {
+                  const results = await sendOnMaster(redis, node, commands);
+                  return results && { results, ack: null };
+                },
+            masterOf: (key) => redis.slots[slotOf(key)]?.[0],
             onRedirect: () => void redis.refreshSlotsCache(),
-            loadScript: (node, lua) => options.replicaAck?.loadScript(node, lua),
+            loadScript: (node, lua) => loadOnMaster(redis, node, lua),
           })
         : undefined;
     this.reads = batch && batch.max > 1 ? new RecordReadBatcher(this.scripts, batch.max, batch.onReadBatch) : undefined;
