@@ -16,10 +16,14 @@ const admins: Redis[] = [];
 beforeAll(async () => {
   // sweep: a fallback move whose connection was killed after its move-out leaves units in transit; the move
   // sweeper brings them back (without it, Deducts wait for them and end ABORTED, retried forever).
+  // relay claim idle: out of reach, so that no claim rescues outbox entries a killed read delivered to this
+  // instance's relay without its knowing (the relay must re-read its own pending list; before it did, those
+  // entries waited the 15 s default, and settlement with them).
   a = await startTestApp({
     SHARDSTOCK_WORKERS: 'relay,settle,sweep',
     SHARDSTOCK_SWEEP_INTERVAL_MS: '300',
     SHARDSTOCK_INSTANCE_ID: 'atk-batch',
+    SHARDSTOCK_RELAY_CLAIM_IDLE_MS: '600000',
   });
   for (const node of a.app.redis.nodes('master'))
     admins.push(new Redis({ host: node.options.host, port: node.options.port, lazyConnect: false }));

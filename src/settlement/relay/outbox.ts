@@ -30,11 +30,22 @@ function isNoGroup(err: unknown): boolean {
 }
 
 export class OutboxStreams {
+  private lost = 0;
+
   constructor(
     private readonly redis: Cluster,
     private readonly namespace: string,
     private readonly consumer: string,
-  ) {}
+  ) {
+    redis.on('-node', () => this.lost++);
+  }
+
+  /** Node connections the client lost so far. A read in flight when one closed may have been delivered, its
+   * reply lost, and sent again by the client: what the first delivery handed to this consumer then sits in its
+   * pending list, which no reply named (read with own: true). */
+  get connectionLosses(): number {
+    return this.lost;
+  }
 
   key(shard: ShardRef): string {
     return shardKeys(this.namespace, shard.tag).outbox;

@@ -255,6 +255,7 @@ export class Relay {
   private async readShard(s: ShardState, now: number): Promise<void> {
     let entries: OutboxEntry[];
     const batch = this.options.batch;
+    const losses = this.outbox.connectionLosses;
     try {
       // Only with nothing of the shard in flight is its pending list exactly the entries that failed.
       const own = s.dirty && s.inFlight.size === 0 ? await this.outbox.read(s.ref, batch, true) : [];
@@ -263,12 +264,17 @@ export class Relay {
       entries = dedupe([...own, ...fresh]).filter((e) => !s.inFlight.has(e.streamId));
       this.failures = 0;
     } catch (err) {
+      // A read whose reply was lost (its connection closed) may still have handed entries to this consumer:
+      // they sit in its pending list, which the next read takes first, instead of waiting claimIdleMs.
+      s.dirty = true;
       this.failures++;
       s.nextPollAt = Date.now() + Math.min(5000, 100 * 2 ** this.failures);
       this.log?.warn({ err: (err as Error)?.message, shard: s.ref.index, couponId: s.ref.couponId }, 'relay: outbox read failed');
       return;
     } finally {
       s.reading = false;
+      // The same when the read succeeded after the client sent it again on a new connection.
+      if (this.outbox.connectionLosses !== losses) s.dirty = true;
     }
     if (entries.length === 0) {
       s.idleStreak++;
