@@ -48,6 +48,17 @@ async function sale(couponId: string, requests: number, prefix: string, app = a)
   return { ids, answers };
 }
 
+/** 40 shards of one new coupon (not created in MySQL): those on the first one's master and the others. */
+function shardsAround() {
+  const scripts = new Scripts(a.app.redis, a.namespace, a.app.config.idempotencyWindowS);
+  const id = uniqueId();
+  const owner = (s: ShardRef) => a.app.redis.slots[slotOf(scripts.keys(s).shard)]![0]!;
+  const shards: ShardRef[] = [];
+  for (let i = 0; shards.length < 40; i++) shards.push({ couponId: id, index: 0, tag: `${id}#0.${i}` });
+  const here = owner(shards[0]!);
+  return { scripts, here, local: shards.filter((s) => owner(s) === here), away: shards.filter((s) => owner(s) !== here) };
+}
+
 describe('group commit: one call per master, the WAIT in the same write', () => {
   it.each(['replica', 'leader'])(
     'when every master forgets its scripts in the middle of a sale (%s level), then the calls are sent again and exactly the stock is sold, once per request id',
@@ -81,15 +92,10 @@ describe('group commit: one call per master, the WAIT in the same write', () => 
   );
 
   it("when a node's call holds a shard whose slot another master serves, then that shard's requests are answered -10 with nothing of it written, and the node's own shards run", async () => {
-    const scripts = new Scripts(a.app.redis, a.namespace, a.app.config.idempotencyWindowS);
-    const id = uniqueId();
-    const owner = (s: ShardRef) => a.app.redis.slots[slotOf(scripts.keys(s).shard)]![0]!;
+    const { scripts, here, local: both, away: others } = shardsAround();
     // Two shards on one master and one on another.
-    const shards: ShardRef[] = [];
-    for (let i = 0; shards.length < 40; i++) shards.push({ couponId: id, index: 0, tag: `${id}#0.${i}` });
-    const here = owner(shards[0]!);
-    const local = shards.filter((s) => owner(s) === here).slice(0, 2);
-    const away = shards.find((s) => owner(s) !== here)!;
+    const local = both.slice(0, 2);
+    const away = others[0]!;
     for (const s of [...local, away]) await scripts.shardInit(s, 5, 0);
     const op = (requestId: string) => ({ op: 'D' as const, input: { requestId, userId: '', quantity: 1, perUserLimit: 0 } });
     const batches: [ShardRef, ReturnType<typeof op>[]][] = [
@@ -120,14 +126,9 @@ describe('group commit: one call per master, the WAIT in the same write', () => 
   });
 
   it("when the client's slot map names the wrong master for a shard, then its requests are sent again to the right one and each is deducted once", async () => {
-    const scripts = new Scripts(a.app.redis, a.namespace, a.app.config.idempotencyWindowS);
-    const id = uniqueId();
-    const owner = (s: ShardRef) => a.app.redis.slots[slotOf(scripts.keys(s).shard)]![0]!;
-    const shards: ShardRef[] = [];
-    for (let i = 0; shards.length < 40; i++) shards.push({ couponId: id, index: 0, tag: `${id}#0.${i}` });
-    const here = owner(shards[0]!);
-    const [home, home2] = shards.filter((s) => owner(s) === here);
-    const [away, away2] = shards.filter((s) => owner(s) !== here);
+    const { scripts, here, local, away: others } = shardsAround();
+    const [home, home2] = local;
+    const [away, away2] = others;
     for (const s of [home!, home2!, away!, away2!]) await scripts.shardInit(s, 10, 0);
     // A stale map, as a failover leaves it until the client's next refresh: the first call of each `away`
     // shard names `here` as its master; the re-send after the redirect sees the right one.
