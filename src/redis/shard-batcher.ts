@@ -11,6 +11,12 @@
 // shard, their replication), not per request: measured with bench/redis-cost.ts at 256 in flight over 16
 // shards, calls went from ~3 requests to ~10 and Redis CPU per deduction from ~64 µs to ~38 µs. A call that
 // takes longer than BUSY_AT_MOST_MS no longer holds the shard.
+//
+// The batches of every shard one master holds that leave in the same tick go as one node-batch-1.lua call on
+// that master's own connection (onMaster), with the replica WAIT in the same write at the `replica` level: a
+// call's entry and the client's per-command work are paid once per master and round, not once per shard.
+// Whatever that path cannot finish for sure (NOSCRIPT, a redirect, a shard whose slot moved, a closed
+// connection) goes again through the cluster client, one shard-batch-7.lua call per shard.
 import type { CompensateScriptResult, DeductScriptInput, DeductScriptResult, ShardRef } from '../domain/ports.js';
 import { DomainError } from '../domain/errors.js';
 import { isRedirect, luaScript } from './cluster.js';
@@ -186,7 +192,15 @@ export class ShardBatcher {
       if (group) group.push(next);
       else byMaster.set(owner, [next]);
     }
-    for (const [owner, group] of byMaster) void this.sendOnMaster(owner, group);
+    for (const [owner, group] of byMaster) {
+      // Nothing in sendOnMaster should throw; if something did, its requests must not wait for their deadlines.
+      this.sendOnMaster(owner, group).catch((err: unknown) => {
+        for (const r of group) {
+          r.release();
+          for (const p of r.q.items) p.reject(err);
+        }
+      });
+    }
   }
 
   /** A call through the cluster client and afterWrite (no connection to its master, or a re-send). */
