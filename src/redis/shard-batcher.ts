@@ -48,8 +48,6 @@ export interface ShardBatcherOptions {
     | undefined;
   /** Asked when a call sent on a node's connection came back redirected (the client's slot map is stale). */
   onRedirect?: (() => void) | undefined;
-  /** The master the client routes `key` to, when beforeWrite does not say (the `leader` level). */
-  masterOf?: ((key: string) => string | undefined) | undefined;
   /** Loads a script on a master that answered NOSCRIPT (onMaster sends EVALSHA itself). */
   loadScript?: ((nodeKey: string, lua: string) => void) | undefined;
 }
@@ -177,7 +175,7 @@ export class ShardBatcher {
       let owner: string | undefined;
       try {
         const key = this.scripts.keys(r.q.shard).shard;
-        owner = this.options.beforeWrite(key) ?? this.options.masterOf?.(key);
+        owner = this.options.beforeWrite(key);
       } catch (err) {
         r.release();
         for (const p of items) p.reject(err);

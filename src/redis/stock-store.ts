@@ -70,7 +70,6 @@ export class RedisStockStore implements StockStore {
                   const results = await sendOnMaster(redis, node, commands);
                   return results && { results, ack: null };
                 },
-            masterOf: (key) => redis.slots[slotOf(key)]?.[0],
             onRedirect: () => void redis.refreshSlotsCache(),
             loadScript: (node, lua) => loadOnMaster(redis, node, lua),
           })
@@ -192,9 +191,11 @@ export class RedisStockStore implements StockStore {
   }
 
   /** Refuses a write to a fenced slot; returns the slot's master as the write is sent. */
+  /** The slot's master as the client routes to it now (afterWrite's check at the `replica` level; the
+   * group commit's one call per master at both levels). */
   private beforeWrite(key: string): string | undefined {
     this.options.fence?.assertOpen(key);
-    return this.options.replicaAck?.owner(key);
+    return this.redis.slots[slotOf(key)]?.[0];
   }
 
   private async replicated(key: string, ownerBefore: string | undefined): Promise<void> {
