@@ -172,3 +172,68 @@ describe('group commit: one call per master, the WAIT in the same write', () => 
     expect([await avail(home!), await avail(away!), await avail(away2!)]).toEqual([8, 7, 8]);
   });
 });
+
+describe('group commit: one call per master in flight', () => {
+  it("when requests for a master's other shards arrive while its call is out, then they wait for it and leave together in one call, and each is deducted once", async () => {
+    const { scripts, here, local } = shardsAround();
+    const shards = local.slice(0, 6);
+    expect(shards.length).toBe(6);
+    for (const s of shards) await scripts.shardInit(s, 1000, 0);
+    const ack = new ReplicaAck(a.app.redis, 2000);
+    let out = 0;
+    let mostOut = 0;
+    const calls: number[] = [];
+    let allSent = () => {};
+    const wavesSent = new Promise<void>((r) => {
+      allSent = r;
+    });
+    const batcher = new ShardBatcher(scripts, {
+      max: 64,
+      waitUs: 0,
+      vouch: true,
+      beforeWrite: (key) => a.app.redis.slots[slotOf(key)]![0]!,
+      afterWrite: (key, before) => ack.afterWrite(key, before),
+      onMaster: async (node, commands) => {
+        expect(node).toBe(here);
+        out++;
+        mostOut = Math.max(mostOut, out);
+        // The first call is held out until every later wave has arrived.
+        if (out === 1 && calls.length === 0) await wavesSent;
+        try {
+          const r = await ack.pipelineWithWait(node, commands);
+          calls.push(commands[0]!.length);
+          return r;
+        } finally {
+          out--;
+        }
+      },
+    });
+    const input = (requestId: string) => ({ requestId, userId: '', quantity: 1, perUserLimit: 0 });
+    const waves: Promise<{ kind: string }>[] = [];
+    // Wave 0 on shards 0-1 (the call out); waves 1 and 2 on shards 2-3 (parked, then queued behind their parked
+    // batch) and 4-5, wave 3 on shards 0-1 again (queued behind the call out), a turn of the event loop apart.
+    const plan = [
+      [0, 1],
+      [2, 3],
+      [2, 3, 4, 5],
+      [0, 1],
+    ];
+    for (const [w, on] of plan.entries()) {
+      for (const i of on) for (let k = 0; k < 5; k++) waves.push(batcher.deduct(shards[i]!, input(`w${w}.${i}.${k}`)));
+      // The next turn of the event loop: this wave's batch is taken (and sent or parked) before the next arrives.
+      for (let t = 0; t < 2; t++) await new Promise((r) => setImmediate(r));
+    }
+    allSent();
+    const answers = await Promise.all(waves);
+    expect(answers.map((r) => r.kind)).toEqual(Array(50).fill('deducted'));
+    expect(mostOut).toBe(1);
+    // Wave 0 alone, then waves 1-3 together: shards 2-3 topped up with wave 2, shards 0-1 freed by the first call.
+    expect(calls.length).toBe(2);
+    const avail = await Promise.all(shards.map(async (s) => Number(await a.app.redis.hget(scripts.keys(s).shard, 'avail'))));
+    expect(avail).toEqual([990, 990, 990, 990, 995, 995]);
+    const again = await Promise.all(
+      ['w0.0.0', 'w3.1.4', 'w2.2.2', 'w2.5.0'].map((r) => batcher.deduct(shards[Number(r.split('.')[1])]!, input(r))),
+    );
+    expect(again.map((r) => r.kind)).toEqual(['replay', 'replay', 'replay', 'replay']);
+  });
+});

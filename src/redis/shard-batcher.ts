@@ -15,8 +15,9 @@
 // The batches of every shard one master holds that leave in the same tick go as one node-batch-1.lua call on
 // that master's own connection (onMaster), with the replica WAIT in the same write at the `replica` level: a
 // call's entry and the client's per-command work are paid once per master and round, not once per shard.
-// Whatever that path cannot finish for sure (NOSCRIPT, a redirect, a shard whose slot moved, a closed
-// connection) goes again through the cluster client, one shard-batch-7.lua call per shard.
+// One such call per master is in flight: the shards that become ready while it is out wait for it and then
+// leave together. Whatever that path cannot finish for sure (NOSCRIPT, a redirect, a shard whose slot moved, a
+// closed connection) goes again through the cluster client, one shard-batch-7.lua call per shard.
 import type { CompensateScriptResult, DeductScriptInput, DeductScriptResult, ShardRef } from '../domain/ports.js';
 import { DomainError } from '../domain/errors.js';
 import { isRedirect, luaScript } from './cluster.js';
@@ -91,6 +92,8 @@ export class ShardBatcher {
   private scheduled = false;
   /** Calls taken in this tick, sent together per master at its end (onMaster only). */
   private ready: Ready[] = [];
+  /** Masters with a call out: the call, and the groups waiting for it. */
+  private readonly parked = new Map<string, { call: object; groups: Ready[] }>();
 
   constructor(
     private readonly scripts: Scripts,
@@ -165,6 +168,12 @@ export class ShardBatcher {
   private sendReady(): void {
     const ready = this.ready;
     this.ready = [];
+    this.dispatch(ready);
+  }
+
+  /** Groups calls by the master their shard is on now (asking the failover fence each time, also for calls
+   * that waited for their master), and sends each group. */
+  private dispatch(ready: readonly Ready[]): void {
     const byMaster = new Map<string, Ready[]>();
     for (const r of ready) {
       const items = this.live(r.q.items);
@@ -190,15 +199,55 @@ export class ShardBatcher {
       if (group) group.push(next);
       else byMaster.set(owner, [next]);
     }
-    for (const [owner, group] of byMaster) {
-      // Nothing in sendOnMaster should throw; if something did, its requests must not wait for their deadlines.
-      this.sendOnMaster(owner, group).catch((err: unknown) => {
+    for (const [owner, group] of byMaster) this.toMaster(owner, group);
+  }
+
+  /** One call per master in flight: a group for a master whose call is out waits for that call's end, then
+   * leaves with whatever its shards gathered meanwhile. The master runs its calls one after another anyway; a
+   * second call beside the first only splits the next round into two smaller ones, each paying the call's
+   * fixed cost (measured in the flash sale: Redis CPU per deduction 58 and 52 µs -> 49 and 50 µs, p99.9
+   * 388 and 392 ms -> 213 and 199 ms). A call out longer than BUSY_AT_MOST_MS stops holding the master back. */
+  private toMaster(owner: string, group: Ready[]): void {
+    const parked = this.parked.get(owner);
+    if (parked) {
+      for (const r of group) parked.groups.push(r);
+      return;
+    }
+    const call = {};
+    this.parked.set(owner, { call, groups: [] });
+    const timer = setTimeout(() => this.unpark(owner, call), BUSY_AT_MOST_MS);
+    // Nothing in sendOnMaster should throw; if something did, its requests must not wait for their deadlines.
+    this.sendOnMaster(owner, group)
+      .catch((err: unknown) => {
         for (const r of group) {
           r.release();
           for (const p of r.q.items) p.reject(err);
         }
+      })
+      .finally(() => {
+        clearTimeout(timer);
+        this.unpark(owner, call);
       });
+  }
+
+  /** Sends the groups that waited for `owner`'s call, each shard's batch topped up with the requests that
+   * queued behind it meanwhile (the shard stayed taken, so they could not leave on their own). */
+  private unpark(owner: string, call: object): void {
+    const parked = this.parked.get(owner);
+    if (parked?.call !== call) return; // already let go (the call outlived BUSY_AT_MOST_MS)
+    this.parked.delete(owner);
+    for (const r of parked.groups) {
+      const q = this.queues.get(r.q.shard.tag);
+      const room = this.options.max - r.q.items.length;
+      if (!q || room <= 0) continue;
+      const more = q.items.length <= room ? q.items : q.items.splice(0, room);
+      if (more === q.items) this.queues.delete(r.q.shard.tag);
+      for (const p of more) r.q.items.push(p);
     }
+    // With the shards the call's replies just freed (take), in the same write.
+    if (parked.groups.length === 0) return;
+    if (this.ready.length === 0) process.nextTick(() => this.sendReady());
+    for (const r of parked.groups) this.ready.push(r);
   }
 
   /** A call through the cluster client and afterWrite (no connection to its master, or a re-send). */
