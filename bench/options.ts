@@ -38,6 +38,8 @@ export interface BenchOptions {
   out: string;
   docs: boolean;
   profile: boolean;
+  /** Node flags for the service's processes only (`--node-flags`), e.g. `--perf-basic-prof` for `perf`. */
+  nodeFlags: string[];
   mysqlUrl: string;
   progress: boolean;
   /** Re-render the outputs from a saved report.json instead of running. */
@@ -91,7 +93,8 @@ Options:
   --client KIND           http2 (raw HTTP/2 gRPC framing, default) or grpc-js (makeUnaryRequest)
   --out DIR               where report.json, report.md, chart.svg and the servers' logs go (default bench/out)
   --docs | --no-docs      also write docs/benchmark.md and docs/benchmark.svg (default: on for full runs)
-  --profile               run the shardstock and settlement processes with --cpu-prof (<out>/profiles)
+  --profile               run every server process (the service's and the baselines') with --cpu-prof (<out>/profiles)
+  --node-flags "F ..."    extra node flags for the service's processes only (--perf-basic-prof for perf, GC sizes)
   --mysql-url URL         database for the service and the MySQL baseline
                           (default mysql://root@127.0.0.1:3306/shardstock_bench; recreated each run)
   --no-progress           no progress bar
@@ -165,6 +168,7 @@ export function parseOptions(argv: string[]): BenchOptions | undefined {
       out: { type: 'string' },
       docs: { type: 'boolean' },
       profile: { type: 'boolean' },
+      'node-flags': { type: 'string' },
       'mysql-url': { type: 'string' },
       progress: { type: 'boolean' },
       render: { type: 'string' },
@@ -198,6 +202,7 @@ export function parseOptions(argv: string[]): BenchOptions | undefined {
     out: v.out ?? 'bench/out',
     docs: v.docs ?? !quick,
     profile: v.profile === true,
+    nodeFlags: (v['node-flags'] ?? '').split(' ').filter(Boolean),
     mysqlUrl: v['mysql-url'] ?? 'mysql://root@127.0.0.1:3306/shardstock_bench',
     progress: v.progress ?? true,
     render: v.render,

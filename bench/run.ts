@@ -29,9 +29,10 @@ async function startServers(ctx: BenchContext, designs: DesignRun[], withSettlem
   mkdirSync(ctx.opts.out, { recursive: true });
   if (withSettlement) names.add('service-2').add('settlement');
   const hosts = new Map<HostName, ServerHost>();
-  // The headline service process and the settlement process (lag run and drains) are the ones worth profiling.
+  // Every server process, the baselines' too: set side by side, their profiles show what the service spends
+  // beyond the gRPC stack they share.
   const profile = (n: HostName) =>
-    ctx.opts.profile && (n === 'service' || n === 'settlement')
+    ctx.opts.profile
       ? ['--cpu-prof', '--cpu-prof-dir', `${ctx.opts.out}/profiles`, '--cpu-prof-name', `${n}-${Date.now()}.cpuprofile`]
       : [];
   const st = withSettlement ? settlementSpecs(ctx) : undefined;
@@ -47,7 +48,8 @@ async function startServers(ctx: BenchContext, designs: DesignRun[], withSettlem
   ];
   const started = await Promise.allSettled(
     [...names].map(async (n) => {
-      const host = await ServerHost.start(n, profile(n), join(ctx.opts.out, `server-${n}.log`));
+      const flags = n === 'baselines' ? profile(n) : [...ctx.opts.nodeFlags, ...profile(n)];
+      const host = await ServerHost.start(n, flags, join(ctx.opts.out, `server-${n}.log`));
       hosts.set(n, host);
       await host.preload(placed.filter(([h]) => h === n).map(([, s]) => s.design));
     }),
