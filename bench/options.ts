@@ -94,7 +94,8 @@ Options:
   --out DIR               where report.json, report.md, chart.svg and the servers' logs go (default bench/out)
   --docs | --no-docs      also write docs/benchmark.md and docs/benchmark.svg (default: on for full runs)
   --profile               run every server process (the service's and the baselines') with --cpu-prof (<out>/profiles)
-  --node-flags "F ..."    extra node flags for the service's processes only (--perf-basic-prof for perf, GC sizes)
+  --node-flags=F          extra node flags for the service's processes only, space-separated (quoted): e.g.
+                          --node-flags=--perf-basic-prof for perf, --node-flags="--max-semi-space-size=64 ..."
   --mysql-url URL         database for the service and the MySQL baseline
                           (default mysql://root@127.0.0.1:3306/shardstock_bench; recreated each run)
   --no-progress           no progress bar
