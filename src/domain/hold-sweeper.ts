@@ -44,11 +44,15 @@ export class HoldSweeper {
     for (const c of coupons) {
       for (const s of allShards(c)) slice.push(s);
       if (slice.length >= FULL_PASS_SLICE) {
-        this.stats.reindexed += await this.store.reindex(slice);
+        const added = await this.store.reindex(slice);
+        this.stats.reindexed += added;
         slice = [];
       }
     }
-    if (slice.length > 0) this.stats.reindexed += await this.store.reindex(slice);
+    if (slice.length > 0) {
+      const added = await this.store.reindex(slice);
+      this.stats.reindexed += added;
+    }
   }
 
   private async sweepShard(shard: ShardRef): Promise<void> {

@@ -101,6 +101,7 @@ export class Scripts {
     holdExtend: ScriptFn;
     holdExpire: ScriptFn;
     holdDue: ScriptFn;
+    holdsOpen: ScriptFn;
   };
 
   /** windowS: the idempotency window, also the width of the record and claim buckets (keys.ts): every
@@ -139,6 +140,7 @@ export class Scripts {
       holdExtend: scriptFn(redis, 'holdExtend'),
       holdExpire: scriptFn(redis, 'holdExpire'),
       holdDue: scriptFn(redis, 'holdDue'),
+      holdsOpen: scriptFn(redis, 'holdsOpen'),
     };
   }
 
@@ -348,6 +350,16 @@ export class Scripts {
   async holdDue(shard: ShardRef, limit: number): Promise<{ open: number; due: string[] }> {
     const r = (await this.fn.holdDue(this.keys(shard).holds, limit)) as Reply;
     return { open: Number(r[0]), due: r.slice(1).map(String) };
+  }
+
+  /** holds-open-1.lua: each shard's open holds, all expected on the master serving the first; -1 for a shard
+   * whose slot that master does not serve. */
+  async holdsOpen(shards: readonly ShardRef[]): Promise<number[]> {
+    const sets = shards.map((s) => this.keys(s).holds);
+    const r = (await this.fn.holdsOpen(sets[0]!, ...sets)) as Reply;
+    if (!Array.isArray(r) || r.length !== sets.length)
+      throw new Error(`holds-open-1.lua answered ${Array.isArray(r) ? r.length : typeof r} for ${sets.length} sets`);
+    return r.map(Number);
   }
 
   /** hold-expire-6.lua: units given back (0: nothing to do), or why it could not run now. */
