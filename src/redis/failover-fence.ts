@@ -6,6 +6,7 @@
 // a `leader` master acknowledged and lost) is spelled out in docs/guarantees.md.
 import type { Cluster, Redis } from 'ioredis';
 import slotOf from 'cluster-key-slot';
+import { masterOf } from './master-pipeline.js';
 import type { AckLevel } from '../config.js';
 import { DomainError } from '../domain/errors.js';
 
@@ -56,7 +57,7 @@ export class FailoverFence {
 
   /** The slot's master right now, as the client routes to it. */
   owner(key: string): string | undefined {
-    return this.cluster.slots[slotOf(key)]?.[0];
+    return masterOf(this.cluster, key);
   }
 
   /** Throws UNAVAILABLE when `key`'s slot is fenced. Also notices an owner change the client learnt from a

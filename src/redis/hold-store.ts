@@ -7,7 +7,6 @@
 // a hold appeared meanwhile. A hold's script always runs before its Reserve's second add, so a removal can
 // never hide a hold that is in Redis: either the second look sees it, or the add comes after the removal.
 import type { Cluster } from 'ioredis';
-import slotOf from 'cluster-key-slot';
 import type {
   Credit,
   DeductScriptInput,
@@ -20,6 +19,7 @@ import type {
   ShardRef,
 } from '../domain/ports.js';
 import { HOLD_INDEX_PARTS, holdIndexKey } from './keys.js';
+import { masterOf } from './master-pipeline.js';
 import type { ReplicaAck } from './replica-ack.js';
 import { Scripts } from './scripts.js';
 
@@ -145,7 +145,7 @@ export class RedisHoldStore implements HoldStore {
     const byMaster = new Map<string, ShardRef[]>();
     const alone: ShardRef[] = [];
     for (const s of shards) {
-      const master = this.redis.slots[slotOf(this.scripts.keys(s).holds)]?.[0];
+      const master = masterOf(this.redis, this.scripts.keys(s).holds);
       if (master === undefined) alone.push(s);
       else {
         const group = byMaster.get(master);

@@ -4,8 +4,14 @@
 // calls in the same write (ReplicaAck.pipelineWithWait); on the same connection, it counts exactly the writes
 // before it.
 import type { Cluster, Redis } from 'ioredis';
+import slotOf from 'cluster-key-slot';
 
 export type Command = readonly (string | number | Buffer)[];
+
+/** The master (host:port) the client routes `key` to now; undefined while no master is known for its slot. */
+export function masterOf(cluster: Cluster, key: string): string | undefined {
+  return cluster.slots[slotOf(key)]?.[0];
+}
 
 /** The master's connection in the client's pool, by host:port; undefined when it has none. */
 export function masterConnection(cluster: Cluster, nodeKey: string): Redis | undefined {

@@ -1,7 +1,6 @@
 // StockStore on Redis Cluster over the Lua callers in scripts.ts: adds what the domain asks around a script
 // call — the failover fence before a write, the replica ack after it, the vouching write for a replay.
 import type { Cluster } from 'ioredis';
-import slotOf from 'cluster-key-slot';
 import type {
   CompensateScriptResult,
   Credit,
@@ -13,7 +12,7 @@ import type {
   StockStore,
 } from '../domain/ports.js';
 import type { ShardKeys } from './keys.js';
-import { loadOnMaster, sendOnMaster } from './master-pipeline.js';
+import { loadOnMaster, masterOf, sendOnMaster } from './master-pipeline.js';
 import type { ReplicaAck } from './replica-ack.js';
 import { Scripts } from './scripts.js';
 import { RecordReadBatcher } from './record-read-batcher.js';
@@ -195,7 +194,7 @@ export class RedisStockStore implements StockStore {
    * group commit's one call per master at both levels). */
   private beforeWrite(key: string): string | undefined {
     this.options.fence?.assertOpen(key);
-    return this.redis.slots[slotOf(key)]?.[0];
+    return masterOf(this.redis, key);
   }
 
   private async replicated(key: string, ownerBefore: string | undefined): Promise<void> {
