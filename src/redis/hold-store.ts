@@ -142,17 +142,10 @@ export class RedisHoldStore implements HoldStore {
    * of client work with no hold anywhere); a set its master no longer serves, or a call that fails, is
    * counted on its own through the cluster client. */
   async reindex(shards: ShardRef[]): Promise<number> {
-    const byMaster = new Map<string, ShardRef[]>();
-    const alone: ShardRef[] = [];
-    for (const s of shards) {
-      const master = masterOf(this.redis, this.scripts.keys(s).holds);
-      if (master === undefined) alone.push(s);
-      else {
-        const group = byMaster.get(master);
-        if (group) group.push(s);
-        else byMaster.set(master, [s]);
-      }
-    }
+    const byMaster = Map.groupBy(shards, (s) => masterOf(this.redis, this.scripts.keys(s).holds));
+    // No master known for the slot: the cluster client routes (or refuses) each on its own.
+    const alone = byMaster.get(undefined) ?? [];
+    byMaster.delete(undefined);
     const open: ShardRef[] = [];
     await Promise.all(
       [...byMaster.values()].map(async (group) => {

@@ -189,9 +189,8 @@ export class RedisStockStore implements StockStore {
     });
   }
 
-  /** Refuses a write to a fenced slot; returns the slot's master as the write is sent. */
-  /** The slot's master as the client routes to it now (afterWrite's check at the `replica` level; the
-   * group commit's one call per master at both levels). */
+  /** Refuses a write to a fenced slot; returns the slot's master as the client routes to it now, as the write
+   * is sent (afterWrite's check at the `replica` level; the group commit's one call per master at both levels). */
   private beforeWrite(key: string): string | undefined {
     this.options.fence?.assertOpen(key);
     return masterOf(this.redis, key);
