@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfirmOutcome, DeductOutcome, OrderOutcome, ReleaseOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { parseHoldId } from '../src/domain/holds.js';
 import { homeShard, shardRef } from '../src/domain/routing.js';
-import { firstBucket } from '../src/redis/keys.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { loseShard } from './support/inspect.js';
 import { ledgerFigures, settled } from './support/settlement.js';
 
 const ENV = { SHARDSTOCK_WORKERS: 'relay,settle', SHARDSTOCK_HOLD_SWEEP_MS: '100' };
@@ -64,11 +64,7 @@ describe('attack: recovery with holds and orders open', () => {
     expect(holds.filter((h) => lostHold(h.hold!.holdId)).length).toBe(8);
 
     // The shard loses everything.
-    const k = a.app.store.keys(shardRef(coupon, lost));
-    const bucket = firstBucket(Date.now(), a.app.config.idempotencyWindowS);
-    const gone = [k.shard, k.holds, k.users, k.outbox, k.moves, k.credits, k.ack];
-    for (let n = -3; n <= 3; n++) gone.push(k.records(bucket + n), k.claims(bucket + n));
-    for (const key of gone) await a.app.redis.del(key);
+    await loseShard(a.app, coupon, lost);
 
     const [fresh, orderAnswers, holdAnswers] = await Promise.all([
       Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).client.deduct({ couponId: c, requestId: `n${i}`, quantity: 1n }))),

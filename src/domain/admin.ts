@@ -82,9 +82,14 @@ export class CouponAdmin {
       );
     }
     if (!coupon.preheated) {
-      // Never overwrites a live shard (shard-init-2.lua), so a replay after a crash mid-preheat is safe.
-      const split = splitEvenly(coupon.initialStock, coupon.shardCount);
-      await Promise.all(allShards(coupon).map((s) => this.d.store.initShard(s, split[s.index]!)));
+      if (created) {
+        // Nothing has sold from a coupon this call inserted: each shard gets its share of the initial stock.
+        // shard-init-2.lua never overwrites a shard, so one a Deduct's recovery made meanwhile is kept.
+        const split = splitEvenly(coupon.initialStock, coupon.shardCount);
+        await Promise.all(allShards(coupon).map((s) => this.d.store.initShard(s, split[s.index]!)));
+      } else {
+        await this.finishPreheat(coupon);
+      }
       await this.d.repo.markPreheated(coupon.id);
       coupon.preheated = true;
     }
@@ -155,6 +160,20 @@ export class CouponAdmin {
     if (r.needsRedis) await this.applyRestock(r.coupon, requestId, r.quantity);
     const coupon = (await this.d.repo.find(couponId))!;
     return { level: await this.levelOf(coupon, true), replayed: r.replayed };
+  }
+
+  /** A replayed CreateCoupon whose first call failed part-way through preheating. The shards it did make
+   * may have sold since, and any shard may have lost its data after selling: giving a missing shard its
+   * initial share would put sold units on sale again. Missing shards are rebuilt by the coupon's recovery
+   * instead, from MySQL's remaining minus what is in flight, with their request records. */
+  private async finishPreheat(coupon: Coupon): Promise<void> {
+    const shards = allShards(coupon);
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const missing = (await this.d.store.probe(shards)).find((l) => l.available === null);
+      if (!missing) return;
+      await this.d.reloader.reload(coupon, missing.index);
+    }
+    throw new DomainError('unavailable', `coupon ${coupon.id} is being recovered; retry CreateCoupon`, { retryAfterMs: 500 });
   }
 
   /** Finishes restocks committed in MySQL whose shards a crash left without their shares (run periodically):

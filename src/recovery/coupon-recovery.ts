@@ -72,7 +72,7 @@ export class CouponRecoveryService implements CouponRecovery {
       repo: Pick<CouponRepository, 'find'>;
       recoveryRepo: RecoveryRepository;
       store: RedisRecoveryStore;
-      stock: Pick<StockStore, 'pendingMoves' | 'initShard'>;
+      stock: Pick<StockStore, 'pendingMoves'>;
       inFlight: InFlight;
       ledger: Pick<LedgerStore, 'reconcileView'>;
       /** Told when units went (back) on sale: instances drop their sold-out flags. */
@@ -120,14 +120,6 @@ export class CouponRecoveryService implements CouponRecovery {
         if (p.kind === 'paused') live.push(p.shard);
         else missing.push(i);
       });
-
-      if (!coupon.preheated) {
-        // CreateCoupon has not finished preheating: a missing shard simply gets its initial split.
-        const split = splitEvenly(coupon.initialStock, coupon.shardCount);
-        for (const i of missing) await this.d.stock.initShard(shards[i]!, split[i]!);
-        completed = true;
-        return { kind: 'done', report: this.report(coupon, { missing, live, bound: coupon.initialStock, started }) };
-      }
 
       // Outbox (Redis) → JetStream → ledger and coupon row (MySQL): an event moving along while it is read is
       // counted at least once and never both as settled and in flight.

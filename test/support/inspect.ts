@@ -1,6 +1,8 @@
 // Reads a coupon's shards straight from Redis, for exact counting in tests.
 import type { App } from '../../src/app/app.js';
-import { allShards } from '../../src/domain/routing.js';
+import type { Coupon } from '../../src/domain/model.js';
+import { allShards, shardRef } from '../../src/domain/routing.js';
+import { firstBucket } from '../../src/redis/keys.js';
 import { fromOutboxEntry } from '../../src/settlement/event.js';
 
 export async function shardState(app: App, couponId: string) {
@@ -25,4 +27,14 @@ export async function shardState(app: App, couponId: string) {
     outboxEvents: outbox.reduce((a, n) => a + n, 0),
     pendingMoves: moves.flat().length,
   };
+}
+
+/** One shard loses everything, as with a flushed master: its hash, holds, user counts, outbox, moves, credits,
+ * ack mark, and the request records and claims of every live bucket. */
+export async function loseShard(app: App, coupon: Coupon, index: number): Promise<void> {
+  const k = app.store.keys(shardRef(coupon, index));
+  const bucket = firstBucket(Date.now(), app.config.idempotencyWindowS);
+  const gone = [k.shard, k.holds, k.users, k.outbox, k.moves, k.credits, k.ack];
+  for (let n = -3; n <= 3; n++) gone.push(k.records(bucket + n), k.claims(bucket + n));
+  for (const key of gone) await app.redis.del(key);
 }
