@@ -1,6 +1,6 @@
 --[[
   Confirm: turns an open hold into a deduction, exactly as deduct-7.lua would have made it — the hold's field
-  becomes a deduction's record (flag 'h': it was a hold; Compensate, replays and GetDeduction treat it as a
+  becomes a deduction's record (flag 'h': it was a hold; Compensate and GetDeduction treat it as a
   deduction) and the same 'D' outbox event goes to settlement. Units not kept go back to available in the same
   step. Whether the hold is still open is decided here on the Redis server's clock: past expiresMs it is expired
   instead (given back now if no sweeper has done it yet), so an expired hold can never be confirmed, and exactly

@@ -131,6 +131,16 @@ describe('holds', () => {
     expect((await a.client.deduct({ couponId: id, requestId: 'd1' })).outcome).toBe(DeductOutcome.DEDUCTED);
     expect((await err(a.client.reserve({ couponId: id, requestId: 'd1' })))?.code).toBe(status.FAILED_PRECONDITION);
     expect((await err(a.client.deduct({ couponId: id, requestId: 'e1' })))?.code).toBe(status.FAILED_PRECONDITION);
+    // Still a Reserve's once confirmed (its record is then a deduction's), also on the sold-out fast path.
+    const h2 = await a.client.reserve({ couponId: id, requestId: 'e2', quantity: 1n, ttlMs: 60_000 });
+    expect((await a.client.confirm({ target: { case: 'holdId', value: h2.hold!.holdId } })).outcome).toBe(ConfirmOutcome.CONFIRMED);
+    const reused = await err(a.client.deduct({ couponId: id, requestId: 'e2' }));
+    expect([reused?.code, reused?.details]).toEqual([status.FAILED_PRECONDITION, 'request_id e2 was already used by a Reserve; use a new request_id']);
+    for (const rid of ['f1', 'f2', 'f3']) expect((await a.client.deduct({ couponId: id, requestId: rid })).outcome).toBe(DeductOutcome.DEDUCTED);
+    expect((await a.client.deduct({ couponId: id, requestId: 'f4' })).outcome).toBe(DeductOutcome.SOLD_OUT);
+    const fast = a.app.deduct.stats.soldOutFastPath;
+    expect((await err(a.client.deduct({ couponId: id, requestId: 'e2' })))?.code).toBe(status.FAILED_PRECONDITION);
+    expect(a.app.deduct.stats.soldOutFastPath).toBe(fast + 1);
     // Compensate does not give back a hold that was never confirmed.
     expect((await a.client.compensate({ couponId: id, requestId: 'e1' })).outcome).toBe(CompensateOutcome.NOT_DEDUCTED);
     expect((await a.client.confirm({ target: { case: 'holdId', value: `${id}/0/never` } })).outcome).toBe(ConfirmOutcome.NOT_FOUND);

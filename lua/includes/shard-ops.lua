@@ -168,6 +168,8 @@ local function deductRecorded(run, requestId, field, userId, quantity, limit)
     -- A record that is not a deduction's (it starts with a letter: a Reserve's hold) owns the request id.
     if not string.find(packed, '^%d') then return { -3, 'kind', 'reserve' } end
     local rec = unpackRecord(packed)
+    -- A confirmed hold's record (flag h) is a deduction's, but its request id is still a Reserve's.
+    if hasFlag(rec, 'h') then return { -3, 'kind', 'reserve' } end
     if rec.u ~= userId then return { -3, 'user_id', rec.u } end
     if tonumber(rec.q) ~= q then return { -3, 'quantity', rec.q } end
     return { 2, tonumber(rec.r), hasFlag(rec, 'c') and 1 or 0 }

@@ -141,6 +141,7 @@ export class DeductService {
         const rec = await this.store.readRequest(homeRef, requestId);
         if (rec !== 'missing') {
           if (!rec) return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
+          if (rec.reserve) throw conflict(requestId, 'kind', 'reserve');
           if (rec.userId !== userId) throw conflict(requestId, 'user_id', rec.userId);
           if (rec.quantity !== quantity && !(partial && rec.quantity < quantity))
             throw conflict(requestId, 'quantity', String(rec.quantity));

@@ -94,7 +94,18 @@ export interface StockStore {
   readRequest(
     shard: ShardRef,
     requestId: string,
-  ): Promise<{ userId: string; quantity: number; remaining: number; compensated: boolean } | null | 'missing'>;
+  ): Promise<
+    | {
+        userId: string;
+        quantity: number;
+        remaining: number;
+        compensated: boolean;
+        /** A confirmed Reserve's: its request id is a Reserve's, not a Deduct's. */
+        reserve: boolean;
+      }
+    | null
+    | 'missing'
+  >;
   probe(shards: ShardRef[]): Promise<ShardLevel[]>;
   /** 'paused': the coupon is being recovered; take from elsewhere or wait. */
   moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing' | 'paused'>;

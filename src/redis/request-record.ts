@@ -15,6 +15,8 @@ export interface RequestRecord {
   deductedAt: number | null;
   compensated: boolean;
   refused: boolean;
+  /** A confirmed Reserve's (flag h): a deduction, but its request id is a Reserve's. */
+  reserve: boolean;
 }
 
 export function unpackRecord(packed: string): RequestRecord {
@@ -26,6 +28,7 @@ export function unpackRecord(packed: string): RequestRecord {
     deductedAt: parts[2] ? Number(parts[2]) : null,
     compensated: flags.includes('c'),
     refused: flags.includes('x'),
+    reserve: flags.includes('h'),
     // The user id is last and may be empty; ids never contain '|'.
     userId: parts.slice(4).join('|'),
   };

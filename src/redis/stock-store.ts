@@ -140,7 +140,7 @@ export class RedisStockStore implements StockStore {
     const rec = await (this.reads ? this.reads.read(shard, requestId) : this.scripts.recordRead(shard, requestId));
     if (rec === null || rec === 'missing') return rec;
     await this.vouch(k, owner);
-    return { userId: rec.userId, quantity: rec.quantity, remaining: rec.remaining, compensated: rec.compensated };
+    return { userId: rec.userId, quantity: rec.quantity, remaining: rec.remaining, compensated: rec.compensated, reserve: rec.reserve };
   }
 
   /** The sold-out fast path's record reads since start, and the script calls that carried them. */

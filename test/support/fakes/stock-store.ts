@@ -204,7 +204,7 @@ export class FakeStockStore implements StockStore {
     await this.enter('readRequest', shard);
     const rec = this.tags.get(shard.tag)?.requests.get(requestId);
     if (!rec) return null;
-    return { userId: rec.u, quantity: rec.q, remaining: rec.r, compensated: rec.c === true };
+    return { userId: rec.u, quantity: rec.q, remaining: rec.r, compensated: rec.c === true, reserve: false };
   }
 
   async probe(shards: ShardRef[]): Promise<ShardLevel[]> {
