@@ -55,6 +55,10 @@ export function inventoryRoutes(handlers: CallChain | Partial<InventoryHandlers>
         } catch (err) {
           if (!ctx.signal.aborted) throw fail(method, err);
         }
+        // A stream ends quietly when its signal aborts; connect-es would then end it OK, which tells a client
+        // whose deadline passed to reconnect at once. The reason is connect-es's own: DEADLINE_EXCEEDED, or
+        // CANCELED for a client that left (which nobody reads).
+        if (ctx.signal.aborted) throw ConnectError.from(ctx.signal.reason);
       };
     }
   }

@@ -1,5 +1,6 @@
 // The gRPC port: @grpc/grpc-js (measured 5-7x the no-op throughput of connect-node here), with messages
 // encoded by protobuf-es, server reflection and grpc.health.v1 on the same port.
+import type { Http2SecureServer, Http2Server } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { fromBinary, type DescMethod, type DescService } from '@bufbuild/protobuf';
 import { ReflectionService } from '@grpc/reflection';
@@ -13,6 +14,7 @@ import { GrpcCode, type RpcStatus, toStatus } from './status.js';
 import { DomainError } from '../domain/errors.js';
 import { type Config, loadConfig, networkLimits } from '../config.js';
 import type { NetworkLimits } from './connection-timers.js';
+import { clampDeadlineHeaders } from './deadline-header.js';
 import { GrpcConnectionWatch } from './grpc-connection-watch.js';
 import { listen, type ListenerStats } from './listener.js';
 import { preEncoded } from './sold-out-replies.js';
@@ -171,6 +173,18 @@ function serverDefinition(service: DescService): grpc.ServiceDefinition {
   return def;
 }
 
+/** grpc-js reads `grpc-timeout` as a 32-bit integer (deadline-header.ts): the header of every stream is
+ * clamped before grpc-js's own stream handler reads it. grpc-js gives no hook in front of that handler, so this
+ * reaches its HTTP/2 servers (one per connection injector) through a private field; test/long-deadlines.test.ts
+ * fails if that field goes away in a grpc-js upgrade. */
+function clampLongDeadlines(server: grpc.Server): void {
+  const servers = (server as unknown as { http2Servers?: Map<Http2Server | Http2SecureServer, unknown> }).http2Servers;
+  for (const h2 of servers?.keys() ?? []) {
+    // The session's own 'stream' listener passes the stream to the server's (grpc-js); ours goes first.
+    h2.on('session', (session) => session.prependListener('stream', (_stream, headers) => clampDeadlineHeaders(headers)));
+  }
+}
+
 /** grpc.health.v1 service name for liveness probes (Kubernetes `grpc.service: liveness`). */
 export const LIVENESS_SERVICE = 'liveness';
 
@@ -299,6 +313,7 @@ export async function startGrpcServer(
   // and hand them to grpc-js, which serves them like those of a port it bound.
   const credentials = options.credentials ?? grpc.ServerCredentials.createInsecure();
   const injector = server.createConnectionInjector(credentials);
+  clampLongDeadlines(server);
   await certificateLoaded(credentials);
   const listener = await listen(
     addr,

@@ -10,6 +10,7 @@ import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { createContextKey, createContextValues, type ConnectRouter } from '@connectrpc/connect';
 import { loadConfig, networkLimits } from '../config.js';
 import { ConnectionTimers, type NetworkLimits } from './connection-timers.js';
+import { clampDeadlineHeaders } from './deadline-header.js';
 import { listen, type Listener, type ListenerStats } from './listener.js';
 
 /** The caller's address (without port), for handlers that limit per caller. */
@@ -58,7 +59,10 @@ export async function startHttpServer(addr: string, options: HttpServerOptions):
     fallback: fallback as never,
     contextValues: (req) => createContextValues().set(peerKey, req.socket?.remoteAddress ?? ''),
   });
-  const h1 = createHttp1({ keepAliveTimeout: limits.idleTimeoutMs, maxHeaderSize: limits.maxHeaderBytes }, handler);
+  const h1 = createHttp1({ keepAliveTimeout: limits.idleTimeoutMs, maxHeaderSize: limits.maxHeaderBytes }, (req, res) => {
+    clampDeadlineHeaders(req.headers);
+    return handler(req, res);
+  });
   const h2 = createHttp2({
     settings: { maxConcurrentStreams: limits.maxStreamsPerConnection, maxHeaderListSize: limits.maxHeaderBytes },
     // A peer that keeps opening streams beyond the limit is cut off after this many refusals.
@@ -68,7 +72,10 @@ export async function startHttpServer(addr: string, options: HttpServerOptions):
   h2.on('request', (req, res) => {
     let size = 0;
     for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) size += req.rawHeaders[i]!.length + req.rawHeaders[i + 1]!.length + 32;
-    if (size <= limits.maxHeaderBytes) return handler(req, res);
+    if (size <= limits.maxHeaderBytes) {
+      clampDeadlineHeaders(req.headers);
+      return handler(req, res);
+    }
     onRefused('header_too_large');
     res.writeHead(431, { 'content-type': 'text/plain' });
     res.end('request header fields too large\n');
