@@ -159,8 +159,9 @@ export interface Config {
   /** SHARDSTOCK_MAX_HEADER_BYTES — largest request header block on the HTTP port (HTTP/1.1 answers 431,
    *  HTTP/2 refuses the stream); the gRPC port keeps Node's HTTP/2 limit of 64 KiB. Default 16384. */
   maxHeaderBytes: number;
-  /** SHARDSTOCK_GRPC_KEEPALIVE_MS — gRPC port: the server pings a connection idle for this long and closes it
-   *  when no answer comes within SHARDSTOCK_GRPC_KEEPALIVE_TIMEOUT_MS. Defaults 60000 and 20000. */
+  /** SHARDSTOCK_GRPC_KEEPALIVE_MS — HTTP/2 connections on both ports: the server pings a connection this often
+   *  (on the HTTP port, while a stream such as WatchStock is open) and closes it when no answer comes within
+   *  SHARDSTOCK_GRPC_KEEPALIVE_TIMEOUT_MS. Defaults 60000 and 20000. */
   grpcKeepaliveMs: number;
   grpcKeepaliveTimeoutMs: number;
   /** SHARDSTOCK_MAX_CONNECTION_AGE_MS — gRPC port: a connection is asked to go away (GOAWAY) after this long,
@@ -410,6 +411,8 @@ export function networkLimits(c: Readonly<Config>) {
     requestTimeoutMs: c.requestTimeoutMs,
     maxStreamsPerConnection: c.maxStreamsPerConnection,
     maxHeaderBytes: c.maxHeaderBytes,
+    keepaliveMs: c.grpcKeepaliveMs,
+    keepaliveTimeoutMs: c.grpcKeepaliveTimeoutMs,
   };
 }
 

@@ -135,8 +135,12 @@ describe('holds', () => {
     const h2 = await a.client.reserve({ couponId: id, requestId: 'e2', quantity: 1n, ttlMs: 60_000 });
     expect((await a.client.confirm({ target: { case: 'holdId', value: h2.hold!.holdId } })).outcome).toBe(ConfirmOutcome.CONFIRMED);
     const reused = await err(a.client.deduct({ couponId: id, requestId: 'e2' }));
-    expect([reused?.code, reused?.details]).toEqual([status.FAILED_PRECONDITION, 'request_id e2 was already used by a Reserve; use a new request_id']);
-    for (const rid of ['f1', 'f2', 'f3']) expect((await a.client.deduct({ couponId: id, requestId: rid })).outcome).toBe(DeductOutcome.DEDUCTED);
+    expect([reused?.code, reused?.details]).toEqual([
+      status.FAILED_PRECONDITION,
+      'request_id e2 was already used by a Reserve; use a new request_id',
+    ]);
+    for (const rid of ['f1', 'f2', 'f3'])
+      expect((await a.client.deduct({ couponId: id, requestId: rid })).outcome).toBe(DeductOutcome.DEDUCTED);
     expect((await a.client.deduct({ couponId: id, requestId: 'f4' })).outcome).toBe(DeductOutcome.SOLD_OUT);
     const fast = a.app.deduct.stats.soldOutFastPath;
     expect((await err(a.client.deduct({ couponId: id, requestId: 'e2' })))?.code).toBe(status.FAILED_PRECONDITION);

@@ -75,7 +75,7 @@ export class Metrics {
 
   readonly refusals = new FastCounter(
     'shardstock_refusals_total',
-    'Calls and connections refused, by port (grpc, http) and reason: unauthenticated, permission_denied, rate_limited, shed, stream_cap, connection_cap, first_byte_timeout, headers_timeout, request_timeout, header_too_large, bad_request, protocol_error',
+    'Calls and connections refused, by port (grpc, http) and reason: unauthenticated, permission_denied, rate_limited, shed, stream_cap, connection_cap, first_byte_timeout, headers_timeout, request_timeout, header_too_large, bad_request, protocol_error, keepalive_timeout',
     ['port', 'reason'],
     this.registry,
   );

@@ -7,7 +7,10 @@
 //            not reset it, unlike a socket idle timeout);
 //   request  a request must have arrived in full (headers and body) within requestTimeoutMs; the response
 //            may take longer (server streams);
-//   idle     an HTTP/2 session with no open stream for idleTimeoutMs is closed with GOAWAY.
+//   idle     an HTTP/2 session with no open stream for idleTimeoutMs is closed with GOAWAY;
+//   ping     an HTTP/2 session with a stream open is pinged every keepaliveMs and cut when no answer comes
+//            within keepaliveTimeoutMs: a peer gone without a FIN, or one that stopped reading its socket,
+//            would otherwise hold its WatchStock streams and the messages queued on them until their lifetime.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { constants as h2c, type Http2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
@@ -20,6 +23,8 @@ export interface NetworkLimits {
   requestTimeoutMs: number;
   maxStreamsPerConnection: number;
   maxHeaderBytes: number;
+  keepaliveMs: number;
+  keepaliveTimeoutMs: number;
 }
 
 interface SocketState {
@@ -80,6 +85,20 @@ export class ConnectionTimers {
       }, this.limits.idleTimeoutMs).unref();
     };
     armIdle();
+    let unanswered: NodeJS.Timeout | undefined;
+    const pinger = setInterval(() => {
+      if (open === 0 || unanswered || session.closed || session.destroyed) return;
+      unanswered = setTimeout(() => {
+        this.onRefused('keepalive_timeout');
+        session.destroy();
+      }, this.limits.keepaliveTimeoutMs).unref();
+      const answered = () => {
+        clearTimeout(unanswered);
+        unanswered = undefined;
+      };
+      // The callback also comes (with an error) when the session ends first.
+      if (!session.ping(answered)) answered();
+    }, this.limits.keepaliveMs).unref();
     session.on('stream', (stream: ServerHttp2Stream) => {
       if (state?.headers) clearTimeout(state.headers);
       if (state) state.headers = undefined;
@@ -95,6 +114,8 @@ export class ConnectionTimers {
     });
     session.once('close', () => {
       if (idle) clearTimeout(idle);
+      clearInterval(pinger);
+      clearTimeout(unanswered);
     });
   }
 

@@ -34,8 +34,6 @@ export interface GrpcServerOptions {
 }
 
 export interface GrpcNetwork extends NetworkLimits {
-  keepaliveMs: number;
-  keepaliveTimeoutMs: number;
   maxConnectionAgeMs: number;
   maxConnectionAgeGraceMs: number;
 }
@@ -43,8 +41,6 @@ export interface GrpcNetwork extends NetworkLimits {
 export function grpcNetwork(c: Readonly<Config>): GrpcNetwork {
   return {
     ...networkLimits(c),
-    keepaliveMs: c.grpcKeepaliveMs,
-    keepaliveTimeoutMs: c.grpcKeepaliveTimeoutMs,
     maxConnectionAgeMs: c.maxConnectionAgeMs,
     maxConnectionAgeGraceMs: c.maxConnectionAgeGraceMs,
   };

@@ -85,6 +85,11 @@ export async function startHttpServer(addr: string, options: HttpServerOptions):
 
   h1.on('request', (req: IncomingMessage, res: ServerResponse) => timers.h1Request(req, res));
   h1.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    // A peer that reset its connection was refused nothing (and nothing can be written to it).
+    if (err.code === 'ECONNRESET') {
+      socket.destroy();
+      return;
+    }
     const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
     onRefused(tooLarge ? 'header_too_large' : 'bad_request');
     if (socket.writable && !socket.destroyed) {

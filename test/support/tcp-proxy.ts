@@ -43,6 +43,15 @@ export class TcpProxy {
     for (const s of this.sockets) s.destroy();
   }
 
+  /** Stops forwarding both ways without closing anything: to either end the other went silent, as a peer
+   * gone without a FIN (or one that stopped reading) looks. */
+  freeze(): void {
+    for (const s of this.sockets) {
+      s.unpipe();
+      s.pause();
+    }
+  }
+
   restore(): void {
     this.down = false;
   }
