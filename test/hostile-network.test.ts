@@ -142,6 +142,24 @@ describe('hostile network, both ports', () => {
     }
   });
 
+  it('when 20 HTTP/1.1 clients reset in the middle of a request header, then the instance serves on and counts no bad_request', async () => {
+    const before = await scrape();
+    await Promise.all(
+      Array.from({ length: 20 }, async () => {
+        const s = await openSocket(httpPort);
+        s.write('POST /inventory.v1.InventoryService/Deduct HTTP/1.1\r\nHost: shardstock\r\nContent-');
+        // Long enough for the port to hand the socket to its HTTP/1.1 parser.
+        await sleep(100);
+        s.resetAndDestroy();
+      }),
+    );
+    await sleep(200);
+    await stillServes();
+    const after = await scrape();
+    // A reset refuses nothing: before the fix each was counted as a bad request.
+    expect(refusals(after, 'http', 'bad_request') - refusals(before, 'http', 'bad_request')).toBe(0);
+  });
+
   it('when a client sends half a header and trickles a byte every 300 ms, then the connection is closed within the headers timeout', async () => {
     const timeout = Number(LIMITS.SHARDSTOCK_HEADERS_TIMEOUT_MS);
     const before = await scrape();
