@@ -152,6 +152,21 @@ export class CouponRecoveryService implements CouponRecovery {
         }
       }
 
+      // Moves out of a lost shard whose moves hash outlived its hash (a key evicted or deleted alone): its
+      // transit units went with the hash, so they are either at the target already (the move landed) or in
+      // no live shard, and then the plan gives them to the rebuilt shards. Either way the move must never land
+      // again: its credit is recorded as applied on the target and the move is forgotten, or the sweeper would
+      // credit the target with units the bound already placed (and its ack would drive the rebuilt source's
+      // transit below zero).
+      const orphaned: { source: number; moveId: string; target: number }[] = [];
+      for (const i of missing) {
+        for (const m of await this.d.stock.pendingMoves(shards[i]!)) {
+          if (m.target < shards.length) orphaned.push({ source: i, moveId: m.moveId, target: m.target });
+        }
+      }
+      const creditsOf = (index: number) =>
+        orphaned.filter((o) => o.target === index).map((o) => ({ id: moveCreditId(o.moveId), quantity: 0 }));
+
       const plan = planRecovery({
         live,
         missing,
@@ -170,7 +185,18 @@ export class CouponRecoveryService implements CouponRecovery {
       keepAlive = this.keepAlive(couponId, token, [...live.map((s) => shards[s.index]!), ...plan.rebuild.map((r) => shards[r.index]!)]);
       let restoredRecords = 0;
       let restoredUsers = 0;
-      for (const r of plan.rebuild) await this.d.store.rebuild(shards[r.index]!, token, this.holdMs, r.available, r.net, restockIds);
+      for (const r of plan.rebuild) {
+        const credits = [...restockIds, ...creditsOf(r.index).map((c) => c.id)];
+        await this.d.store.rebuild(shards[r.index]!, token, this.holdMs, r.available, r.net, credits);
+      }
+      for (const s of live) {
+        const credits = creditsOf(s.index);
+        if (credits.length > 0) await this.d.store.adjust(shards[s.index]!, token, 0, credits);
+      }
+      for (const i of missing) {
+        const moveIds = orphaned.filter((o) => o.source === i).map((o) => o.moveId);
+        await this.d.store.forgetMoves(shards[i]!, moveIds);
+      }
       if (missing.length > 0) {
         const restored = await this.restoreRecords(coupon, new Set(missing), InFlight.candidates(snap), view.refused);
         restoredRecords = restored.records;

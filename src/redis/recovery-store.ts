@@ -84,6 +84,16 @@ export class RedisRecoveryStore {
   }
 
   /** Whether a credit id was applied on a shard (a move whose units already landed at its target). */
+  /** Forgets moves recorded on a shard whose hash was lost (its moves hash survived it): the recovery has
+   * settled where their units are. The recovery holds the coupon's pause and lease, so nothing else acks or
+   * lands these moves meanwhile (move-ack-2.lua and credit-2.lua refuse while paused). */
+  async forgetMoves(shard: ShardRef, moveIds: string[]): Promise<void> {
+    if (moveIds.length === 0) return;
+    const k = this.scripts.keys(shard);
+    await this.redis.hdel(k.moves, ...moveIds);
+    await this.replicated(k.shard);
+  }
+
   async landed(shard: ShardRef, creditId: string): Promise<boolean> {
     return (await this.redis.zscore(this.scripts.keys(shard).credits, creditId)) !== null;
   }
