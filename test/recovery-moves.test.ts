@@ -6,10 +6,12 @@
 // sell exactly its stock.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { moveCreditId } from '../src/domain/ids.js';
+import { MoveSweeper } from '../src/domain/move-sweeper.js';
+import type { ShardReloader } from '../src/domain/shard-reloader.js';
 import { homeShard, shardRef } from '../src/domain/routing.js';
 import { DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
-import { shardState } from './support/inspect.js';
+import { loseShard, shardState } from './support/inspect.js';
 import { waitFor } from './support/settlement.js';
 
 const TOTAL = 40;
@@ -36,6 +38,11 @@ async function sellOut(id: string): Promise<number> {
   return sold;
 }
 
+/** A request id whose home is the given shard. */
+function homedOn(coupon: Parameters<typeof homeShard>[0], shard: number, prefix: string): string {
+  for (let i = 0; ; i++) if (homeShard(coupon, `${prefix}${i}`, '') === shard) return `${prefix}${i}`;
+}
+
 async function lostSourceAfterMove(landed: boolean) {
   const id = uniqueId(landed ? 'rml' : 'rmn');
   await a.client.createCoupon({ couponId: id, totalStock: BigInt(TOTAL), shardCount: 2 });
@@ -48,8 +55,7 @@ async function lostSourceAfterMove(landed: boolean) {
   await a.app.redis.del(a.app.store.keys(source).shard);
   expect(await a.app.store.pendingMoves(source)).toHaveLength(1);
   // A Deduct homed on shard 0 finds it missing: the recovery rebuilds it.
-  let rid = '';
-  for (let i = 0; !rid; i++) if (homeShard(coupon, `r${i}`, '') === 0) rid = `r${i}`;
+  const rid = homedOn(coupon, 0, 'r');
   expect((await a.client.deduct({ couponId: id, requestId: rid, quantity: 1n })).outcome).toBe(DeductOutcome.DEDUCTED);
   // Past the move's grace, nothing is left for the sweep to land, and no shard holds negative transit.
   await new Promise((r) => setTimeout(r, 3500));
@@ -71,5 +77,46 @@ describe('a lost shard with a move out of it', () => {
 
   it('when the move had landed, then the rebuilt source keeps no negative transit and the coupon sells exactly its stock', async () => {
     await lostSourceAfterMove(true);
+  });
+});
+
+describe("a sweep racing the loss of a move's source", () => {
+  it("when the sweeper has read a move and its source's slot is then lost whole and recovered, then its late credit is refused and the coupon sells exactly its stock", async () => {
+    const id = uniqueId('rms');
+    await a.client.createCoupon({ couponId: id, totalStock: BigInt(TOTAL), shardCount: 2 });
+    const coupon = (await a.app.repo.find(id))!;
+    const [source, target] = [shardRef(coupon, 0), shardRef(coupon, 1)];
+    // Step 1 of a move by an instance that then died: 5 units leave shard 0 for shard 1.
+    expect(await a.app.store.moveOut(source, 'dead/0>1', 1, 5)).toBe(5);
+    // A sweeper reads the move; before its credit reaches shard 1, shard 0's slot loses everything (the moves
+    // hash with it) and a Deduct homed there runs the recovery, which gives the move's units to the rebuilt
+    // shard 0: no live shard counted them.
+    const real = a.app.store;
+    const racing: typeof real = Object.create(real);
+    let credits = 0;
+    racing.credit = async (shard, creditId, quantity, epoch) => {
+      if (credits++ === 0) {
+        await loseShard(a.app, coupon, 0);
+        const r = await a.client.deduct({ couponId: id, requestId: homedOn(coupon, 0, 'r'), quantity: 1n });
+        expect(r.outcome).toBe(DeductOutcome.DEDUCTED);
+      }
+      return real.credit(shard, creditId, quantity, epoch);
+    };
+    // Shard 1 stays: a reload here would be a bug.
+    const noReload = {
+      reload: async () => {
+        throw new Error('unexpected reload');
+      },
+    } as unknown as ShardReloader;
+    const sweeper = new MoveSweeper(racing, noReload, 0);
+    expect(await sweeper.sweepShard(coupon, 0)).toEqual({ done: 0, left: 1 });
+    expect(credits).toBe(1);
+    // The next pass finds no move left to land, and the credit never landed on shard 1.
+    expect(await sweeper.sweepShard(coupon, 0)).toEqual({ done: 0, left: 0 });
+    expect(await a.app.redis.zscore(real.keys(target).credits, moveCreditId('dead/0>1'))).toBeNull();
+    const s = await shardState(a.app, id);
+    expect(s.levels.map((l) => l.inTransit)).toEqual([0, 0]);
+    expect(s.available).toBe(TOTAL - 1);
+    expect(1 + (await sellOut(id))).toBe(TOTAL);
   });
 });

@@ -29,20 +29,29 @@ export class MoveSweeper implements ShardSweeper {
     const source = shardRef(coupon, index);
     let done = 0;
     let left = 0;
+    if ((await this.store.pendingMoves(source)).length === 0) return { done, left };
+    // The targets' recovery epochs are read before the moves are (again), and each credit lands only under its
+    // target's epoch. A recovery that runs after the moves are read may have lost the source's slot whole, moves
+    // and all, and counted their units into the rebuilt source; it moves every shard's epoch, so the credit is
+    // refused rather than landing those units a second time. A recovery before the read leaves no such move.
+    const epochs = await this.store.epochs(coupon.shardTags.map((_, i) => shardRef(coupon, i)));
     for (const m of await this.store.pendingMoves(source)) {
       if (Date.now() - m.startedMs < this.graceMs) {
         left++;
         continue;
       }
       const target = shardRef(coupon, m.target);
-      let r = await this.store.credit(target, moveCreditId(m.moveId), m.quantity);
+      const epoch = epochs[m.target];
+      const r = epoch == null ? 'missing' : await this.store.credit(target, moveCreditId(m.moveId), m.quantity, epoch);
       if (r === 'missing') {
-        // The reload counts this move's units as transit of the source, so crediting afterwards is exact.
+        // The reload counts this move's units as transit of the source, so crediting afterwards is exact. It
+        // also moves the target's epoch: the next sweep reads it afresh and lands the move.
         await this.reloader.reload(coupon, m.target);
-        r = await this.store.credit(target, moveCreditId(m.moveId), m.quantity);
+        left++;
+        continue;
       }
-      // Missing still, or paused by a recovery: the next sweep finishes it.
-      if (r === 'missing' || r === 'paused') {
+      // Paused by a recovery, or one ran since the epochs were read: the next sweep finishes it.
+      if (r === 'paused' || r === 'stale') {
         left++;
         continue;
       }

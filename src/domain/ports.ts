@@ -53,6 +53,9 @@ export interface ShardLevel {
   fencedRetryAfterMs?: number;
 }
 
+/** 'stale': an epoch was given and a recovery has run on the shard since; nothing changed. */
+export type CreditResult = 'applied' | 'already' | 'missing' | 'paused' | 'stale';
+
 export interface PendingMove {
   moveId: string;
   target: number;
@@ -111,8 +114,13 @@ export interface StockStore {
   moveOut(source: ShardRef, moveId: string, target: number, want: number): Promise<number | 'missing' | 'paused'>;
   /** false: unknown move id, the source shard's hash is gone (then nothing is changed), or paused. */
   ackMove(source: ShardRef, moveId: string): Promise<boolean>;
-  /** 'paused': a recovery holds the coupon; it settles what this credit was for, so retry later. */
-  credit(shard: ShardRef, creditId: string, quantity: number): Promise<'applied' | 'already' | 'missing' | 'paused'>;
+  /**
+   * 'paused': a recovery holds the coupon; it settles what this credit was for, so retry later.
+   * epoch: when given, the credit lands only if the shard's recovery epoch is still this one ('stale' if not).
+   */
+  credit(shard: ShardRef, creditId: string, quantity: number, epoch?: string): Promise<CreditResult>;
+  /** Each shard's recovery epoch ('' when none was ever set), or null when its hash is missing. */
+  epochs(shards: ShardRef[]): Promise<(string | null)[]>;
   pendingMoves(shard: ShardRef): Promise<PendingMove[]>;
 }
 

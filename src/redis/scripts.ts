@@ -7,6 +7,7 @@ import type { Cluster } from 'ioredis';
 import type {
   CompensateScriptResult,
   Credit,
+  CreditResult,
   DeductScriptInput,
   DeductScriptResult,
   HoldConfirmReply,
@@ -477,17 +478,15 @@ export class Scripts {
   }
 
   /** credit-2.lua. */
-  async credit(
-    shard: ShardRef,
-    creditId: string,
-    quantity: number,
-    retentionMs: number,
-  ): Promise<'applied' | 'already' | 'missing' | 'paused'> {
+  async credit(shard: ShardRef, creditId: string, quantity: number, retentionMs: number, epoch?: string): Promise<CreditResult> {
     const k = this.keys(shard);
-    const r = (await this.fn.credit(k.shard, k.credits, creditId, quantity, this.clock(), retentionMs)) as Reply;
+    const args: (string | number)[] = [k.shard, k.credits, creditId, quantity, this.clock(), retentionMs];
+    if (epoch !== undefined) args.push(epoch);
+    const r = (await this.fn.credit(...args)) as Reply;
     const code = Number(r[0]);
     if (code === -4) return 'missing';
     if (code === -5) return 'paused';
+    if (code === -6) return 'stale';
     return code === 1 ? 'applied' : 'already';
   }
 

@@ -4,6 +4,7 @@ import type { Cluster } from 'ioredis';
 import type {
   CompensateScriptResult,
   Credit,
+  CreditResult,
   DeductScriptInput,
   DeductScriptResult,
   PendingMove,
@@ -173,12 +174,21 @@ export class RedisStockStore implements StockStore {
     return this.scripts.moveAck(source, moveId);
   }
 
-  async credit(shard: ShardRef, creditId: string, quantity: number): Promise<'applied' | 'already' | 'missing' | 'paused'> {
+  async credit(shard: ShardRef, creditId: string, quantity: number, epoch?: string): Promise<CreditResult> {
     const k = this.keys(shard);
     const owner = this.beforeWrite(k.shard);
-    const r = await this.scripts.credit(shard, creditId, quantity, CREDIT_RETENTION_MS);
+    const r = await this.scripts.credit(shard, creditId, quantity, CREDIT_RETENTION_MS, epoch);
     if (r === 'applied' || r === 'already') await this.replicated(k.shard, owner);
     return r;
+  }
+
+  epochs(shards: ShardRef[]): Promise<(string | null)[]> {
+    return Promise.all(
+      shards.map(async (s) => {
+        const [avail, ep] = await this.redis.hmget(this.keys(s).shard, 'avail', 'ep');
+        return avail === null ? null : (ep ?? '');
+      }),
+    );
   }
 
   async pendingMoves(shard: ShardRef): Promise<PendingMove[]> {

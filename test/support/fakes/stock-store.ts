@@ -8,6 +8,7 @@
 import type {
   CompensateScriptResult,
   Credit,
+  CreditResult,
   DeductScriptInput,
   DeductScriptResult,
   PendingMove,
@@ -244,16 +245,25 @@ export class FakeStockStore implements StockStore {
     return true;
   }
 
-  async credit(shard: ShardRef, creditId: string, quantity: number): Promise<'applied' | 'already' | 'missing' | 'paused'> {
+  async credit(shard: ShardRef, creditId: string, quantity: number, epoch?: string): Promise<CreditResult> {
     await this.enter('credit', shard);
     const st = this.state(shard);
     const s = st.shard;
     if (!s) return 'missing';
     if (this.pausedFor(s) > 0) return 'paused';
+    if (epoch !== undefined && (s.ep ?? '') !== epoch) return 'stale';
     if (st.credits.has(creditId)) return 'already';
     s.avail += quantity;
     st.credits.set(creditId, Date.now());
     return 'applied';
+  }
+
+  async epochs(shards: ShardRef[]): Promise<(string | null)[]> {
+    for (const shard of shards) await this.enter('epochs', shard);
+    return shards.map((shard) => {
+      const s = this.state(shard).shard;
+      return s ? (s.ep ?? '') : null;
+    });
   }
 
   async pendingMoves(shard: ShardRef): Promise<PendingMove[]> {
