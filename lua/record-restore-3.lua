@@ -8,7 +8,8 @@
   ARGV[2] userId
   ARGV[3] quantity
   ARGV[4] occurredMs
-  ARGV[5] compensated       1 when the deduction was given back since
+  ARGV[5] flags             the record's flags: x when settlement refused the deduction, c when it was
+                            compensated since ('', 'x', 'c' or 'xc')
   ARGV[6] windowSec         idempotency window, seconds (the bucket width)
   ARGV[7] firstBucket       bucket of KEYS[1]
 
@@ -29,5 +30,5 @@ if findField(1, field) then return 0 end
 local own = math.floor(math.floor(tonumber(ARGV[4]) / 1000) / windowSec) - firstBucket + 1
 local at = math.max(slot - 1, math.min(slot, own))
 writeField(1, at, firstBucket, windowSec, field,
-  packRecord({ q = ARGV[3], r = 0, t = ARGV[4], f = ARGV[5] == '1' and 'c' or '', u = ARGV[2] }))
+  packRecord({ q = ARGV[3], r = 0, t = ARGV[4], f = ARGV[5], u = ARGV[2] }))
 return 1

@@ -63,6 +63,17 @@ export const LedgerRow = defineEntity({
   indexes: [{ properties: ['couponId', 'kind'], name: 'ix_ledger_coupon_kind' }],
 });
 
+/** Anomaly reasons, as stored in settlement_anomaly.reason. */
+export const ANOMALY = {
+  /** MySQL's settled remaining could not cover the deduction: the unit was sold beyond the record (oversold).
+   * It stays sold in Redis (never put back on sale); the coupon is then repaired down to the bound. */
+  refused: 'insufficient_settled_remaining',
+  /** A compensation of a deduction that was refused: nothing left to settle. */
+  ofRefused: 'compensates_refused_deduction',
+  unparsable: 'unparsable_message',
+  unknownCoupon: 'unknown_coupon',
+} as const;
+
 export const AnomalyRow = defineEntity({
   name: 'AnomalyRow',
   tableName: 'settlement_anomaly',
@@ -75,13 +86,20 @@ export const AnomalyRow = defineEntity({
     kind: p.string().length(16).nullable(),
     quantity: p.bigint('number'),
     shard: p.integer().nullable(),
+    /** The event's user ('' → null) and when Redis applied it: a recovery restores a refused deduction's
+     * record and user count from them. Null on rows from before m005. */
+    userId: p.string().length(128).nullable(),
+    occurredAt: p.bigint('number').nullable(),
     reason: p.string().length(64),
     detail: p.text(),
     /** The units went back to the Redis shard. */
     refunded: p.boolean().default(false),
     createdAt: p.datetime().length(3),
   },
-  indexes: [{ properties: ['couponId'], name: 'ix_anomaly_coupon' }],
+  indexes: [
+    { properties: ['couponId'], name: 'ix_anomaly_coupon' },
+    { properties: ['couponId', 'reason'], name: 'ix_anomaly_coupon_reason' },
+  ],
 });
 
 export const entities = [CouponRow, LedgerRow, AnomalyRow];

@@ -8,6 +8,7 @@ import { M001Initial } from './migrations/m001-initial.js';
 import { M002Recovery } from './migrations/m002-recovery.js';
 import { M003CouponCreatedIndex } from './migrations/m003-coupon-created-index.js';
 import { M004Sale } from './migrations/m004-sale.js';
+import { M005AnomalyUser } from './migrations/m005-anomaly-user.js';
 
 export interface OrmOptions {
   url: string;
@@ -61,6 +62,7 @@ function initOrm(url: URL, dbName: string, options: OrmOptions, ssl: object | un
         { name: 'm002-recovery', class: M002Recovery },
         { name: 'm003-coupon-created-index', class: M003CouponCreatedIndex },
         { name: 'm004-sale', class: M004Sale },
+        { name: 'm005-anomaly-user', class: M005AnomalyUser },
       ],
       transactional: false,
       snapshot: false,

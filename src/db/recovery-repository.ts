@@ -1,7 +1,7 @@
 // The MySQL side of a coupon recovery: the per-coupon lease, restocks not yet credited to Redis, the ledger
 // rows a rebuilt shard's records and user counts come from, and the REPAIR rows that record what changed.
 import type { MikroORM } from '@mikro-orm/mysql';
-import { LedgerRow } from './entities.js';
+import { ANOMALY, LedgerRow } from './entities.js';
 
 export interface LedgerDeduction {
   requestId: string;
@@ -9,6 +9,12 @@ export interface LedgerDeduction {
   quantity: number;
   shard: number;
   occurredAt: number;
+}
+
+/** A deduction Redis made and settlement refused (MySQL could not cover it): no ledger row, an anomaly row. */
+export interface RefusedDeduction extends LedgerDeduction {
+  /** Its compensation has settled (an anomaly row of its own: there was nothing to give back). */
+  compensated: boolean;
 }
 
 export class RecoveryRepository {
@@ -75,6 +81,39 @@ export class RecoveryRepository {
         });
     }
     return { deductions, compensated };
+  }
+
+  /** Every refused deduction of the coupon, over its life (few: each is an oversold unit an operator sees). */
+  async refusedDeductions(couponId: string): Promise<RefusedDeduction[]> {
+    const rows = await this.orm.em
+      .fork()
+      .getConnection()
+      .execute<
+        {
+          request_id: string;
+          user_id: string | null;
+          quantity: string | number;
+          shard: number | null;
+          occurred_at: string | number;
+          compensated: string | number;
+        }[]
+      >(
+        `select d.request_id, d.user_id, d.quantity, d.shard,
+                coalesce(d.occurred_at, floor(unix_timestamp(d.created_at) * 1000)) as occurred_at,
+                exists(select 1 from settlement_anomaly c
+                        where c.coupon_id = d.coupon_id and c.reason = ? and c.request_id = d.request_id) as compensated
+           from settlement_anomaly d
+          where d.coupon_id = ? and d.reason = ? and d.request_id is not null`,
+        [ANOMALY.ofRefused, couponId, ANOMALY.refused],
+      );
+    return rows.map((r) => ({
+      requestId: r.request_id,
+      userId: r.user_id ?? '',
+      quantity: Number(r.quantity),
+      shard: r.shard ?? 0,
+      occurredAt: Number(r.occurred_at),
+      compensated: Number(r.compensated) === 1,
+    }));
   }
 
   /** Units each user holds of the coupon by the ledger: deducted minus compensated, over the coupon's life. */

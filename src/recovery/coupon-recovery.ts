@@ -10,7 +10,7 @@
 // data loss it repairs; the pause ends by itself if the holder dies, and a holder whose pause lapsed (read
 // with 'extend' before anything is written) starts over rather than write from a stale reading.
 import { randomUUID } from 'node:crypto';
-import type { RecoveryRepository } from '../db/recovery-repository.js';
+import type { RecoveryRepository, RefusedDeduction } from '../db/recovery-repository.js';
 import { notFound } from '../domain/errors.js';
 import type {
   Coupon,
@@ -25,6 +25,7 @@ import type {
 import { allShards, claimShard, homeShard, shardRef, splitEvenly } from '../domain/routing.js';
 import { PauseLost, type RedisRecoveryStore, type RestoredRecord } from '../redis/recovery-store.js';
 import { eventId, moveCreditId, restockCreditId } from '../domain/ids.js';
+import type { SettlementEvent } from '../settlement/event.js';
 import { InFlight } from '../settlement/reconcile/in-flight.js';
 import type { LedgerStore } from '../settlement/settle/ledger-store.js';
 import type { Logger } from '../util/logger.js';
@@ -128,6 +129,7 @@ export class CouponRecoveryService implements CouponRecovery {
       if (!view) throw notFound(`coupon ${couponId} does not exist`);
       const flight = InFlight.figures(snap, view);
       const bound = view.coupon.settledRemaining - flight.net;
+      const refusals = outstandingRefusals(await this.d.recoveryRepo.refusedDeductions(couponId), InFlight.candidates(snap), view.refused);
 
       // Restocks in that remaining whose shares Redis was not (all) credited with: credited on the live shards
       // now, recorded as applied on rebuilt ones (their stock comes from the remaining, which has them). A
@@ -171,7 +173,8 @@ export class CouponRecoveryService implements CouponRecovery {
         live,
         missing,
         bound,
-        netDeducted: view.coupon.totalStock - view.coupon.settledRemaining + flight.net,
+        // Refused deductions not compensated in Redis stay in its net (MySQL never had them).
+        netDeducted: view.coupon.totalStock - view.coupon.settledRemaining + flight.net + refusals.units,
         restore,
       });
 
@@ -198,7 +201,7 @@ export class CouponRecoveryService implements CouponRecovery {
         await this.d.store.forgetMoves(shards[i]!, moveIds);
       }
       if (missing.length > 0) {
-        const restored = await this.restoreRecords(coupon, new Set(missing), InFlight.candidates(snap), view.refused);
+        const restored = await this.restoreRecords(coupon, new Set(missing), InFlight.candidates(snap), view.refused, refusals);
         restoredRecords = restored.records;
         restoredUsers = restored.users;
       }
@@ -283,12 +286,17 @@ export class CouponRecoveryService implements CouponRecovery {
     rebuilt: Set<number>,
     inFlight: ReturnType<typeof InFlight.candidates>,
     refused: Set<string>,
+    refusals: Refusals,
   ) {
     const windowS = this.options.idempotencyWindowS;
     const since = Date.now() - windowS * 1000;
     const { deductions, compensated } = await this.d.recoveryRepo.settledSince(coupon.id, since);
     const byRequest = new Map<string, RestoredRecord & { shard: number }>();
     for (const d of deductions) byRequest.set(d.requestId, { ...d, compensated: compensated.has(d.requestId) });
+    // Refused ones too, marked so: a retry replays instead of deducting again, a Compensate gives nothing back.
+    for (const r of refusals.all) {
+      if (r.occurredAt >= since && !byRequest.has(r.requestId)) byRequest.set(r.requestId, { ...r, refused: true });
+    }
     for (const e of inFlight) {
       if (e.kind === 'D' && !refused.has(eventId(e)) && !byRequest.has(e.requestId)) {
         byRequest.set(e.requestId, {
@@ -323,6 +331,8 @@ export class CouponRecoveryService implements CouponRecovery {
         if (!e.userId || refused.has(eventId(e))) continue;
         held.set(e.userId, (held.get(e.userId) ?? 0) + (e.kind === 'D' ? e.quantity : -e.quantity));
       }
+      // The buyer of a refused deduction holds its units (Redis counted them) until it is compensated.
+      for (const r of refusals.outstanding) if (r.userId) held.set(r.userId, (held.get(r.userId) ?? 0) + r.quantity);
       const perUserShard = new Map<number, Map<string, number>>();
       for (const [user, n] of held) {
         const home = homeShard(coupon, '', user);
@@ -378,4 +388,28 @@ export class CouponRecoveryService implements CouponRecovery {
       pausedMs: Date.now() - r.started,
     };
   }
+}
+
+interface Refusals {
+  /** Every refused deduction MySQL records, compensated or not. */
+  all: RefusedDeduction[];
+  /** Those Redis still counts as sold: no compensation settled or on its way. */
+  outstanding: RefusedDeduction[];
+  units: number;
+}
+
+/**
+ * The refused deductions as Redis counted them when the candidates were read. One refused after `refusedIds` was
+ * read (its deduction is among the candidates but not in that set) is still counted in flight: left out here.
+ */
+function outstandingRefusals(rows: RefusedDeduction[], candidates: SettlementEvent[], refusedIds: Set<string>): Refusals {
+  const pending = new Set<string>();
+  const compensating = new Set<string>();
+  for (const e of candidates) {
+    if (e.kind === 'D' && !refusedIds.has(eventId(e))) pending.add(e.requestId);
+    if (e.kind === 'C') compensating.add(e.requestId);
+  }
+  const all = rows.filter((r) => !pending.has(r.requestId));
+  const outstanding = all.filter((r) => !r.compensated && !compensating.has(r.requestId));
+  return { all, outstanding, units: outstanding.reduce((sum, r) => sum + r.quantity, 0) };
 }

@@ -13,6 +13,8 @@ export interface RestoredRecord {
   quantity: number;
   occurredAt: number;
   compensated: boolean;
+  /** Settlement refused it (record flag x). */
+  refused?: boolean;
 }
 
 /** The pause (or its extension) lapsed under us: what the recovery read may have changed since. */

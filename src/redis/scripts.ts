@@ -36,6 +36,8 @@ export interface RecordToRestore {
   quantity: number;
   occurredAt: number;
   compensated: boolean;
+  /** Settlement refused it (record flag x): a Compensate gives nothing back for it. */
+  refused?: boolean;
 }
 
 /** A script refused because this instance's clock is more than half an idempotency window off Redis's: it
@@ -554,7 +556,7 @@ export class Scripts {
         rec.userId,
         rec.quantity,
         rec.occurredAt,
-        rec.compensated ? 1 : 0,
+        `${rec.refused ? 'x' : ''}${rec.compensated ? 'c' : ''}`,
         this.windowS,
         first,
       ),

@@ -9,7 +9,7 @@
 // for their commit), inserts fewer than planned, and starts over.
 import { DeadlockException, LockMode, LockWaitTimeoutException, OptimisticLockError } from '@mikro-orm/core';
 import type { EntityManager, MikroORM } from '@mikro-orm/mysql';
-import { AnomalyRow, CouponRow, LedgerRow } from '../../db/entities.js';
+import { ANOMALY, AnomalyRow, CouponRow, LedgerRow } from '../../db/entities.js';
 import type { Coupon } from '../../domain/ports.js';
 import { ledgerKey } from '../../domain/ids.js';
 import { eventId, LEDGER_KIND, type SettlementEvent } from '../event.js';
@@ -17,16 +17,7 @@ import { insertLedgerRows } from './ledger-rows.js';
 import { planBatch, type Plan, type Planned } from './settle-plan.js';
 import { MikroCouponRepository, toCoupon } from '../../db/coupon-repository.js';
 
-/** Anomaly reasons, as stored in settlement_anomaly.reason. */
-export const ANOMALY = {
-  /** MySQL's settled remaining could not cover the deduction: the unit was sold beyond the record (oversold).
-   * It stays sold in Redis (never put back on sale); the coupon is then repaired down to the bound. */
-  refused: 'insufficient_settled_remaining',
-  /** A compensation of a deduction that was refused: nothing left to settle. */
-  ofRefused: 'compensates_refused_deduction',
-  unparsable: 'unparsable_message',
-  unknownCoupon: 'unknown_coupon',
-} as const;
+export { ANOMALY };
 
 export interface BatchResult<T> {
   /** null: the coupon does not exist. */
@@ -247,6 +238,8 @@ export class LedgerStore {
         kind: e ? LEDGER_KIND[e.kind] : null,
         quantity: e?.quantity ?? 0,
         shard: e?.shard ?? null,
+        userId: e?.userId ? e.userId.slice(0, 128) : null,
+        occurredAt: e?.occurredAt ?? null,
         reason,
         detail: detail.slice(0, 10_000),
         refunded: false,
@@ -337,6 +330,8 @@ function anomalyOf(e: SettlementEvent, reason: string, detail: string) {
     kind: LEDGER_KIND[e.kind],
     quantity: e.quantity,
     shard: e.shard,
+    userId: e.userId ? e.userId.slice(0, 128) : null,
+    occurredAt: e.occurredAt,
     reason,
     detail,
     refunded: false,
