@@ -85,9 +85,11 @@ describe('a service process killed mid-settlement', () => {
     await sleep(300);
     const atKill = await observer.client.reconcile({ couponId: id });
     const settledAtKill = await ledgerFigures(observer.app, id);
-    // Something was still on its way in both stages' reach (outbox or JetStream), and some was settled.
+    // Something was still on its way in both stages' reach (outbox or JetStream), and some was settled. Not
+    // compared with the answers the load got: settlement may have caught up with every answered deduction, and
+    // what is in flight then is the calls the kill cut off before their answer (resolved below) and compensations.
     expect(atKill.outboxEvents + atKill.jetstreamPending).toBeGreaterThan(0n);
-    expect(settledAtKill.deductRows).toBeLessThan(load.deducted.size);
+    expect(settledAtKill.deductRows).toBeGreaterThan(0);
 
     T(
       `at kill ${JSON.stringify({ outbox: Number(atKill.outboxEvents), js: Number(atKill.jetstreamPending), rows: settledAtKill.deductRows, ok: load.deducted.size })}`,
