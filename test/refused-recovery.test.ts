@@ -24,11 +24,14 @@ async function drained(couponId: string) {
     'the outbox and the stream to drain',
     () => a.client.reconcile({ couponId }),
     (x) => x.jetstreamPending === 0n && x.outboxEvents === 0n,
+    20_000,
   );
 }
 
 describe('a refused deduction on a shard lost later', () => {
   it("when the shard holding refused deductions is lost and rebuilt, then a retry replays, a Compensate answers as before and gives nothing back, and the buyer's limit still counts them", async () => {
+    const t0 = Date.now();
+    const T = (what: string) => process.env.TEST_TRACE && console.log(`${Date.now() - t0} ms ${what}`);
     const id = uniqueId('rr');
     await a.client.createCoupon({ couponId: id, totalStock: 10n, shardCount: 1, perUserLimit: 2 });
     // MySQL believes 1 unit is left (written behind the service's back): of three sales, two are refused.
@@ -36,17 +39,22 @@ describe('a refused deduction on a shard lost later', () => {
     expect((await deduct(id, 'r1', 'u1')).outcome).toBe(DeductOutcome.DEDUCTED);
     expect((await deduct(id, 'r2', 'u2')).outcome).toBe(DeductOutcome.DEDUCTED);
     expect((await deduct(id, 'r3', 'u2')).outcome).toBe(DeductOutcome.DEDUCTED);
+    T('deducted');
     const f = await waitFor(
       'two refusals',
       () => ledgerFigures(a.app, id),
       (x) => x.anomalies.length === 2,
+      20_000,
     );
     expect(f.deductRows).toBe(1);
+    T('refused');
     await waitFor(
       'the repair down to the bound',
       () => shardState(a.app, id),
       (s) => s.available === 0,
+      20_000,
     );
+    T('repaired');
     // r3 is compensated: nothing goes back on sale, and u2 now holds one unit (r2).
     expect((await a.client.compensate({ couponId: id, requestId: 'r3', reason: 'cancel' })).outcome).toBe(CompensateOutcome.COMPENSATED);
     await a.client.restock({ couponId: id, quantity: 5n, requestId: 'more' });
@@ -54,17 +62,21 @@ describe('a refused deduction on a shard lost later', () => {
       'the compensation of the refused deduction to settle',
       () => ledgerFigures(a.app, id),
       (x) => x.anomalies.length === 3,
+      20_000,
     );
+    T('compensation settled');
     await drained(id);
     const before = await shardState(a.app, id);
     expect(before.available).toBe(5);
 
+    T('drained');
     const coupon = (await a.app.repo.find(id))!;
     await loseShard(a.app, coupon, 0);
     // A new buyer's Deduct finds the shard missing: the recovery rebuilds it from MySQL (5 left).
     expect((await deduct(id, 'r9', 'u9')).outcome).toBe(DeductOutcome.DEDUCTED);
     expect((await shardState(a.app, id)).available).toBe(4);
 
+    T('recovered');
     // The refused deduction replays; nothing more leaves the shard.
     expect(await deduct(id, 'r2', 'u2')).toMatchObject({ outcome: DeductOutcome.DEDUCTED, replayed: true });
     // The compensated one is still compensated.
@@ -84,10 +96,11 @@ describe('a refused deduction on a shard lost later', () => {
     expect(after.net).toBe(net - 1);
     expect((await deduct(id, 'u2-again', 'u2')).outcome).toBe(DeductOutcome.DEDUCTED);
 
+    T('checked');
     const rec = await drained(id);
     expect(rec).toMatchObject({ settledRemaining: 2n, redisAvailable: 2n, redisDrift: 0n, anomalies: 4n, anomalyUnits: 2n });
     const end = await ledgerFigures(a.app, id);
     expect(end.deductRows).toBe(4);
     expect(end.duplicates).toBe(0);
-  });
+  }, 120_000);
 });
