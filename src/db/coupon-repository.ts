@@ -1,9 +1,11 @@
 // CouponRepository on MikroORM: a fresh EntityManager fork per unit of work. Every read of coupon rows outside
 // a settlement transaction is here (settlement's LedgerStore and the live page's list delegate to it).
 import type { MikroORM } from '@mikro-orm/mysql';
-import { UniqueConstraintViolationException } from '@mikro-orm/core';
+import { DeadlockException, LockMode, LockWaitTimeoutException, UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { Coupon, CouponRepository, NewCoupon, RestockResult, SaleSettings } from '../domain/ports.js';
 import { CouponRow, LedgerRow } from './entities.js';
+
+const RESTOCK_ATTEMPTS = 5;
 
 /** A coupon row as the domain sees it (bigint columns as numbers). */
 export function toCoupon(row: {
@@ -137,9 +139,25 @@ export class MikroCouponRepository implements CouponRepository {
     await this.orm.em.fork().nativeUpdate(CouponRow, { id }, { preheated: true });
   }
 
+  /**
+   * The row is locked for the transaction: settlement commits to the same row all through a sale, and an
+   * optimistic read-then-write lost to each of them (and to other restocks) with an OptimisticLockError, which
+   * reached the caller as UNAVAILABLE. A deadlock or a lock wait timeout is retried here as well.
+   */
   async restock(id: string, requestId: string, quantity: number): Promise<RestockResult | null> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.restockOnce(id, requestId, quantity);
+      } catch (err) {
+        const again = err instanceof DeadlockException || err instanceof LockWaitTimeoutException;
+        if (!again || attempt >= RESTOCK_ATTEMPTS) throw err;
+      }
+    }
+  }
+
+  private restockOnce(id: string, requestId: string, quantity: number): Promise<RestockResult | null> {
     return this.orm.em.fork().transactional(async (em) => {
-      const coupon = await em.findOne(CouponRow, { id });
+      const coupon = await em.findOne(CouponRow, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!coupon) return null;
       const inserted = await em
         .createQueryBuilder(LedgerRow)
@@ -154,8 +172,8 @@ export class MikroCouponRepository implements CouponRepository {
       coupon.totalStock = Number(coupon.totalStock) + quantity;
       coupon.settledRemaining = Number(coupon.settledRemaining) + quantity;
       coupon.updatedAt = new Date();
-      // Flushed by transactional(); the version column makes a concurrent settlement retry instead of
-      // overwriting this increment.
+      // Flushed by transactional() under the row lock; the version bump makes a settlement that read the row
+      // before it retry instead of overwriting this increment.
       return { coupon: toCoupon(coupon), replayed: false, needsRedis: true, quantity };
     });
   }
