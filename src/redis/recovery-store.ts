@@ -3,19 +3,11 @@
 import type { Cluster } from 'ioredis';
 import type { ShardRef } from '../domain/ports.js';
 import type { ReplicaAck } from './replica-ack.js';
-import { type PauseResult, Scripts } from './scripts.js';
+import { type PauseResult, type RecordToRestore, Scripts } from './scripts.js';
 
 export type { PauseResult } from './scripts.js';
-
-export interface RestoredRecord {
-  requestId: string;
-  userId: string;
-  quantity: number;
-  occurredAt: number;
-  compensated: boolean;
-  /** Settlement refused it (record flag x). */
-  refused?: boolean;
-}
+/** One request record a rebuilt shard gets back (record-restore-3.lua). */
+export type { RecordToRestore as RestoredRecord } from './scripts.js';
 
 /** The pause (or its extension) lapsed under us: what the recovery read may have changed since. */
 export class PauseLost extends Error {
@@ -58,7 +50,7 @@ export class RedisRecoveryStore {
   }
 
   /** Records never overwrite an existing one; returns how many were written. */
-  async restoreRecords(shard: ShardRef, records: RestoredRecord[]): Promise<number> {
+  async restoreRecords(shard: ShardRef, records: RecordToRestore[]): Promise<number> {
     let written = 0;
     await inChunks(records, async (rec) => {
       if (await this.scripts.recordRestore(shard, rec)) written++;
