@@ -15,6 +15,7 @@ import { DomainError } from '../domain/errors.js';
 import { type Config, loadConfig, networkLimits } from '../config.js';
 import type { NetworkLimits } from './connection-timers.js';
 import { clampDeadlineHeaders } from './deadline-header.js';
+import { framingStatus, markUnservedCodec, UNSERVED_CODEC, unservedCodecStatus } from './grpc-framing.js';
 import { GrpcConnectionWatch } from './grpc-connection-watch.js';
 import { listen, type ListenerStats } from './listener.js';
 import { preEncoded } from './sold-out-replies.js';
@@ -169,15 +170,21 @@ function serverDefinition(service: DescService): grpc.ServiceDefinition {
   return def;
 }
 
-/** grpc-js reads `grpc-timeout` as a 32-bit integer (deadline-header.ts): the header of every stream is
- * clamped before grpc-js's own stream handler reads it. grpc-js gives no hook in front of that handler, so this
- * reaches its HTTP/2 servers (one per connection injector) through a private field; test/long-deadlines.test.ts
- * fails if that field goes away in a grpc-js upgrade. */
-function clampLongDeadlines(server: grpc.Server): void {
+/** Every stream's headers, before grpc-js's own stream handler reads them: grpc-js reads `grpc-timeout` as a
+ * 32-bit integer (deadline-header.ts), so a long one is clamped; and a content subtype other than protobuf is
+ * marked for the front interceptor to refuse (grpc-framing.ts). grpc-js gives no hook in front of that handler,
+ * so this reaches its HTTP/2 servers (one per connection injector) through a private field;
+ * test/long-deadlines.test.ts and test/grpc-framing.test.ts fail if that field goes away in a grpc-js upgrade. */
+function screenHeaders(server: grpc.Server): void {
   const servers = (server as unknown as { http2Servers?: Map<Http2Server | Http2SecureServer, unknown> }).http2Servers;
   for (const h2 of servers?.keys() ?? []) {
     // The session's own 'stream' listener passes the stream to the server's (grpc-js); ours goes first.
-    h2.on('session', (session) => session.prependListener('stream', (_stream, headers) => clampDeadlineHeaders(headers)));
+    h2.on('session', (session) =>
+      session.prependListener('stream', (_stream, headers) => {
+        clampDeadlineHeaders(headers);
+        markUnservedCodec(headers);
+      }),
+    );
   }
 }
 
@@ -235,6 +242,13 @@ function frontInterceptor(
         }
         next({
           onReceiveMetadata(metadata, nextMetadata) {
+            const codec = metadata.get(UNSERVED_CODEC)[0];
+            if (codec !== undefined) {
+              options.onRefused?.('bad_request');
+              const s = unservedCodecStatus(String(codec));
+              refuse(s.code, s.details);
+              return;
+            }
             if (guarded) {
               try {
                 release = gate!.admit(method, {
@@ -260,7 +274,7 @@ function frontInterceptor(
       },
       sendStatus(status, nextStatus) {
         finish();
-        nextStatus(status);
+        nextStatus(framingStatus(status, desc.responseStream ? 'server-streaming' : 'unary'));
       },
     });
   };
@@ -309,7 +323,7 @@ export async function startGrpcServer(
   // and hand them to grpc-js, which serves them like those of a port it bound.
   const credentials = options.credentials ?? grpc.ServerCredentials.createInsecure();
   const injector = server.createConnectionInjector(credentials);
-  clampLongDeadlines(server);
+  screenHeaders(server);
   await certificateLoaded(credentials);
   const listener = await listen(
     addr,
