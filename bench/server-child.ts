@@ -38,7 +38,7 @@ async function serveService(env: Env): Promise<Served> {
         return { id, stock: l.totalStock, sold: l.deducted, settled: l.totalStock - l.settledRemaining };
       });
     },
-    stats: () => ({ ...app.deduct.stats, ...app.store.recordReadStats() }),
+    stats: () => ({ ...app.deduct.stats, ...app.store.recordReadStats(), ...app.store.batchStats() }),
     close: () => app.close(),
   };
 }

@@ -2,7 +2,7 @@
 // (for CPU accounting), a fresh benchmark database, and clean-up of a run's Redis keys.
 // Client libraries are imported where used: the orchestrator starts faster, and module loading is CPU the
 // servers' start-up competes for.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { REDIS_PORTS, redisCli, stackUp } from '../deploy/local/stack.js';
 
 const mysqlConnect = async (url: string) => (await import('mysql2/promise')).createConnection(url);
@@ -26,11 +26,27 @@ export async function stackPids(mysqlUrl: string): Promise<StackPids> {
     const pid = Number(readFileSync(file, 'utf8').trim());
     if (pid > 0) mysql.push(pid);
   } catch {
-    // pid file not readable (a server we did not start): MariaDB CPU is then reported as 0.
+    // The pid file is not readable (the Debian package's is the mysql user's alone): found by name below.
   } finally {
     await conn.end();
   }
+  if (mysql.length === 0) mysql.push(...processesNamed(['mariadbd', 'mysqld']));
   return { redis, mysql };
+}
+
+/** Pids of the processes whose command name is one of `names` (/proc/<pid>/comm is readable by anyone). Empty
+ * when none is found: MariaDB CPU is then reported as 0. */
+function processesNamed(names: string[]): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (names.includes(readFileSync(`/proc/${d}/comm`, 'utf8').trim())) out.push(Number(d));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
 }
 
 function serverUrl(url: string): string {

@@ -63,10 +63,15 @@ export function markdown(rep: BenchReport, chartPath: string): string {
                 .filter(([, v]) => v)
                 .map(([k, v]) => `${k} ${int(v)}`)
                 .join(', ') || 'no fallbacks'
-            }`,
+            }${batchShape(r.serverStats!)}`,
         );
       if (extra.length)
-        out.push('Service internals during the runs (fallback moves between shards, sold-out fast path):', '', ...extra, '');
+        out.push(
+          'Service internals during the runs (fallback moves between shards, sold-out fast path, Redis calls of the group commit):',
+          '',
+          ...extra,
+          '',
+        );
     }
   }
   const ratios = rep.ratios.filter((r) => r.design === 'shardstock');
@@ -182,4 +187,13 @@ function notesOf(rs: BenchReport['runs']): string[] {
   for (const r of rs) for (const n of r.notes) byText.set(n, [...(byText.get(n) ?? []), `${r.design} (${r.concurrency})`]);
   const lines = [...byText].map(([n, who]) => (who.length === rs.length && rs.length > 1 ? `- ${n}` : `- ${who.join(', ')}: ${n}`));
   return lines.length ? [...lines, ''] : [];
+}
+
+/** The group commit's shape from a run's counters: requests per Redis call, and the shards they were on. */
+function batchShape(stats: Record<string, number>): string {
+  const calls = stats.batchCalls ?? 0;
+  if (calls === 0) return '';
+  const perCall = (stats.batchRequests ?? 0) / calls;
+  const shards = (stats.batchShards ?? 0) / calls;
+  return `; ${perCall.toFixed(1)} requests per Redis call, on ${shards.toFixed(1)} shards`;
 }

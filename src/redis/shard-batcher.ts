@@ -95,6 +95,9 @@ export class ShardBatcher {
   /** Masters with a call out (takeTurn, as shards are), and the groups waiting for each. */
   private readonly mastersOut = new Set<string>();
   private readonly parked = new Map<string, Ready[]>();
+  /** Since start: Redis calls sent (one per master and round, or one per shard on the cluster client's path),
+   * the shards' batches they carried and the requests in those (the benchmark's requests per call). */
+  readonly sent = { calls: 0, shards: 0, requests: 0 };
 
   constructor(
     private readonly scripts: Scripts,
@@ -266,6 +269,9 @@ export class ShardBatcher {
       args.push(r.q.items.length);
       for (let i = 13; i < shardArgs.length; i++) args.push(shardArgs[i]!);
     }
+    this.sent.calls++;
+    this.sent.shards += group.length;
+    for (const r of group) this.sent.requests += r.q.items.length;
     let out: Awaited<ReturnType<NonNullable<ShardBatcherOptions['onMaster']>>>;
     try {
       out = await this.options.onMaster!(owner, [args]);
@@ -349,6 +355,9 @@ export class ShardBatcher {
     const items = this.live(q.items);
     if (items.length === 0) return;
     if (!retried) this.options.onBatch?.(items.length);
+    this.sent.calls++;
+    this.sent.shards++;
+    this.sent.requests += items.length;
     const shardKey = this.scripts.keys(q.shard).shard;
     let replies: BatchReply[];
     let owner: string | undefined;

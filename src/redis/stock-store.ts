@@ -150,6 +150,12 @@ export class RedisStockStore implements StockStore {
     return { recordReads: sent?.reads ?? 0, recordReadCalls: sent?.calls ?? 0 };
   }
 
+  /** Group commit since start: Redis calls, the shard batches they carried and the requests in those. */
+  batchStats(): { batchCalls: number; batchShards: number; batchRequests: number } {
+    const sent = this.batcher?.sent;
+    return { batchCalls: sent?.calls ?? 0, batchShards: sent?.shards ?? 0, batchRequests: sent?.requests ?? 0 };
+  }
+
   async probe(shards: ShardRef[]): Promise<ShardLevel[]> {
     return Promise.all(
       shards.map(async (s) => {
