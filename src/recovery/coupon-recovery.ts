@@ -1,9 +1,9 @@
 // Coupon-wide recovery: rebuilds lost shards and brings live ones back within the bound, from one moment.
 //
 //   lease (MySQL) → pause every live shard (Redis, server time) → credit restocks MySQL has and Redis lacks →
-//   read outbox + JetStream + ledger + coupon row (in that order) → plan (recovery-plan.ts) → rebuild missing
-//   shards (paused) with their request records, user counts and claims → adjust live shards → REPAIR ledger
-//   row → mark restocks applied → resume every shard → release the lease.
+//   read outbox + JetStream + ledger + coupon row (in that order) → plan (recovery-plan.ts) → lower live shards
+//   → put back the missing shards' request records, user counts and claims → rebuild their hashes (paused) →
+//   raise live shards → REPAIR ledger row → mark restocks applied → resume every shard → release the lease.
 //
 // While paused, every instance answers the coupon's Deduct/Compensate with UNAVAILABLE + retry-after: no unit
 // moves, so what is read is what is there. The lease lives in MySQL because it guards against the very Redis
@@ -184,33 +184,46 @@ export class CouponRecoveryService implements CouponRecovery {
         if (p.kind !== 'paused') throw new PauseLost(`the pause on shard ${s.index} of coupon ${couponId} lapsed while it was read`);
       }
 
-      // Restoring many records can outlast one hold: keep the pause and the lease alive until resume.
-      keepAlive = this.keepAlive(couponId, token, [...live.map((s) => shards[s.index]!), ...plan.rebuild.map((r) => shards[r.index]!)]);
+      // Restoring many records can outlast one hold: keep the pause and the lease alive until resume. A shard
+      // is held from when it exists: the live ones now, each rebuilt one once its hash is written.
+      const held = live.map((s) => shards[s.index]!);
+      keepAlive = this.keepAlive(couponId, token, held);
+      // The writes go in an order in which stopping after any of them (an error, or this instance dying) leaves
+      // nothing on sale that should not be: a later recovery finishes the work. Units leave live shards first.
+      // A lost shard's hash, which puts it back on sale, is written last for that shard: before it, its records,
+      // user counts and claims are back and the moves out of it are settled, so a rebuilt shard is never found
+      // without them (a retry would deduct again, a buyer would pass the limit, a forgotten move would land
+      // twice). Until then the shard is missing, every call on it waits for the recovery, and a recovery after
+      // an interrupted one plans it again from scratch (each restore is idempotent).
       let restoredRecords = 0;
       let restoredUsers = 0;
-      for (const r of plan.rebuild) {
-        const credits = [...restockIds, ...creditsOf(r.index).map((c) => c.id)];
-        await this.d.store.rebuild(shards[r.index]!, token, this.holdMs, r.available, r.net, credits);
-      }
+      let lowered = 0;
+      let restored = 0;
       for (const s of live) {
         const credits = creditsOf(s.index);
         if (credits.length > 0) await this.d.store.adjust(shards[s.index]!, token, 0, credits);
+      }
+      for (const a of plan.adjust) {
+        if (a.delta >= 0) continue;
+        lowered += (await this.d.store.adjust(shards[a.index]!, token, a.delta, [])).applied;
       }
       for (const i of missing) {
         const moveIds = orphaned.filter((o) => o.source === i).map((o) => o.moveId);
         await this.d.store.forgetMoves(shards[i]!, moveIds);
       }
       if (missing.length > 0) {
-        const restored = await this.restoreRecords(coupon, new Set(missing), InFlight.candidates(snap), view.refused, refusals);
-        restoredRecords = restored.records;
-        restoredUsers = restored.users;
+        const restoredNow = await this.restoreRecords(coupon, new Set(missing), InFlight.candidates(snap), view.refused, refusals);
+        restoredRecords = restoredNow.records;
+        restoredUsers = restoredNow.users;
       }
-      let lowered = 0;
-      let restored = 0;
+      for (const r of plan.rebuild) {
+        const credits = [...restockIds, ...creditsOf(r.index).map((c) => c.id)];
+        await this.d.store.rebuild(shards[r.index]!, token, this.holdMs, r.available, r.net, credits);
+        held.push(shards[r.index]!);
+      }
       for (const a of plan.adjust) {
-        const r = await this.d.store.adjust(shards[a.index]!, token, a.delta, []);
-        if (r.applied < 0) lowered += r.applied;
-        else restored += r.applied;
+        if (a.delta < 0) continue;
+        restored += (await this.d.store.adjust(shards[a.index]!, token, a.delta, [])).applied;
       }
       const loaded = plan.rebuild.reduce((sum, r) => sum + r.available, 0);
       const changed = loaded + lowered + restored;
