@@ -136,3 +136,25 @@ describe('moves out of a lost shard, when the recovery stops after one of its wr
     });
   }
 });
+
+describe('a shard whose transit went below zero', () => {
+  it('does not cancel a surplus elsewhere: Reconcile shows it and a repair lowers it', async () => {
+    const id = uniqueId('rneg');
+    await a.client.createCoupon({ couponId: id, totalStock: 40n, shardCount: 2 });
+    const coupon = (await a.app.repo.find(id))!;
+    // What a move landed twice leaves: the target 5 units over, the source's transit at -5.
+    await a.app.redis.hincrby(a.app.store.keys(shardRef(coupon, 0)).shard, 'transit', -5);
+    await a.app.redis.hincrby(a.app.store.keys(shardRef(coupon, 1)).shard, 'avail', 5);
+    const r = await a.client.reconcile({ couponId: id });
+    expect({ consistent: r.consistent, redisDrift: Number(r.redisDrift), redisAvailable: Number(r.redisAvailable) }).toEqual({
+      consistent: false,
+      redisDrift: 5,
+      redisAvailable: 45,
+    });
+    const repaired = await a.client.reconcile({ couponId: id, repair: true });
+    expect({ consistent: repaired.consistent, redisAvailable: Number(repaired.redisAvailable) }).toEqual({
+      consistent: true,
+      redisAvailable: 40,
+    });
+  });
+});

@@ -18,6 +18,7 @@ import type {
 import type { LiveShard } from '../recovery/recovery-plan.js';
 import { firstBucket, orderKey, RELAY_GROUP, recordField, shardKeys, type ShardKeys } from './keys.js';
 import { type RequestRecord, unpackRecord } from './request-record.js';
+import { transitUnits } from './shard-level.js';
 
 export type Arg = string | number | Buffer;
 type ScriptFn = (...args: Arg[]) => Promise<unknown>;
@@ -499,7 +500,7 @@ export class Scripts {
     if (code === 1) {
       return {
         kind: 'paused',
-        shard: { index: shard.index, available: Number(r[1]), inTransit: Number(r[2]), net: Number(r[3]), held: Number(r[4] ?? 0) },
+        shard: { index: shard.index, available: Number(r[1]), inTransit: transitUnits(r[2]), net: Number(r[3]), held: Number(r[4] ?? 0) },
       };
     }
     if (code === 0) return { kind: 'missing' };

@@ -10,8 +10,16 @@ export function parseShardLevel(index: number, values: readonly (string | null |
   return {
     index,
     available: avail === null || avail === undefined ? null : Number(avail),
-    inTransit: Number(transit ?? 0),
+    inTransit: transitUnits(transit),
     net: Number(net ?? 0),
     held: Number(held ?? 0),
   };
+}
+
+/** A shard's `transit` (units moved out, not yet acknowledged) as units. Below zero it counts nothing: an
+ * acknowledgement applied for units the shard no longer counted (which the recovery's order of writes rules
+ * out) must not cancel real units elsewhere in a sum, which would hide a surplus from Reconcile, from the
+ * recovery's plan and from the sold-out check. */
+export function transitUnits(raw: string | number | null | undefined): number {
+  return Math.max(0, Number(raw ?? 0));
 }
