@@ -5,7 +5,8 @@
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimShard, homeShard, shardRef } from '../src/domain/routing.js';
-import { CompensateOutcome, ConfirmOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { recordField } from '../src/redis/keys.js';
+import { CompensateOutcome, ConfirmOutcome, DeductOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures, settled } from './support/settlement.js';
 
@@ -66,5 +67,47 @@ describe('claims through a lost claim shard', () => {
     const ledger = await ledgerFigures(a.app, couponId);
     expect([ledger.deductRows, ledger.compensateRows, ledger.remaining, ledger.duplicates]).toEqual([1, 1, 20, 0]);
     expect((await a.client.getStock({ couponId })).level?.available).toBe(20n);
+  });
+});
+
+/** A claim gone as a lapsed one is: its Deduct's instance died before keeping it, and the hold ran out. */
+async function dropClaim(couponTag: string, requestId: string): Promise<number> {
+  let n = 0;
+  for (const node of a.app.redis.nodes('master')) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${a.namespace}:{${couponTag}}:cl:*`, 'COUNT', 1000);
+      cursor = next;
+      for (const k of keys) n += await a.app.redis.hdel(k, recordField(requestId));
+    } while (cursor !== '0');
+  }
+  return n;
+}
+
+describe('a lapsed claim', () => {
+  it('Compensate still finds the deduction on its user shard, and keeps the claim for that user again', async () => {
+    const couponId = uniqueId('cllapse');
+    await a.client.createCoupon({ couponId, totalStock: 10n, shardCount: 4, perUserLimit: 1 });
+    const coupon = (await a.app.repo.find(couponId))!;
+    const rid = 'lapse-1';
+    let other = 'buyer-b0';
+    for (let i = 1; homeShard(coupon, '', other) === homeShard(coupon, '', 'buyer-a'); i++) other = `buyer-b${i}`;
+    expect((await a.client.deduct({ couponId, requestId: rid, userId: 'buyer-a', quantity: 1n })).outcome).toBe(DeductOutcome.DEDUCTED);
+    const at = shardRef(coupon, claimShard(coupon, rid));
+    expect(await dropClaim(at.tag, rid)).toBe(1);
+    expect(await a.app.store.readClaim(at, rid)).toBeNull();
+
+    const c = await a.client.compensate({ couponId, requestId: rid, reason: 'in doubt' });
+    expect(c.outcome).toBe(CompensateOutcome.COMPENSATED);
+    expect(await a.app.store.readClaim(at, rid)).toBe('buyer-a|1');
+    expect((await err(a.client.deduct({ couponId, requestId: rid, userId: other, quantity: 1n })))?.code).toBe(status.FAILED_PRECONDITION);
+    const again = await a.client.deduct({ couponId, requestId: rid, userId: 'buyer-a', quantity: 1n });
+    expect([again.outcome, again.replayed, again.compensated]).toEqual([DeductOutcome.DEDUCTED, true, true]);
+    // A request id never deducted still answers NOT_DEDUCTED after every shard was asked.
+    expect((await a.client.compensate({ couponId, requestId: 'never-used', reason: 'x' })).outcome).toBe(CompensateOutcome.NOT_DEDUCTED);
+
+    await settled(a.client, couponId);
+    const ledger = await ledgerFigures(a.app, couponId);
+    expect([ledger.deductRows, ledger.compensateRows, ledger.remaining, ledger.duplicates]).toEqual([1, 1, 10, 0]);
   });
 });
