@@ -145,6 +145,18 @@ describe('holds', () => {
     const fast = a.app.deduct.stats.soldOutFastPath;
     expect((await err(a.client.deduct({ couponId: id, requestId: 'e2' })))?.code).toBe(status.FAILED_PRECONDITION);
     expect(a.app.deduct.stats.soldOutFastPath).toBe(fast + 1);
+    // Across kinds the fast path refuses as the scripts do, never SOLD_OUT: an open hold's id, a Deduct's id.
+    const open = await err(a.client.deduct({ couponId: id, requestId: 'e1' }));
+    expect([open?.code, open?.details]).toEqual([
+      status.FAILED_PRECONDITION,
+      'request_id e1 was already used by a Reserve; use a new request_id',
+    ]);
+    const deducted = await err(a.client.reserve({ couponId: id, requestId: 'd1' }));
+    expect([deducted?.code, deducted?.details]).toEqual([
+      status.FAILED_PRECONDITION,
+      'request_id d1 was already used by a Deduct; use a new request_id',
+    ]);
+    expect(a.app.deduct.stats.soldOutFastPath).toBe(fast + 3);
     // Compensate does not give back a hold that was never confirmed.
     expect((await a.client.compensate({ couponId: id, requestId: 'e1' })).outcome).toBe(CompensateOutcome.NOT_DEDUCTED);
     expect((await a.client.confirm({ target: { case: 'holdId', value: `${id}/0/never` } })).outcome).toBe(ConfirmOutcome.NOT_FOUND);

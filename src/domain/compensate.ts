@@ -1,12 +1,12 @@
 // Compensate: gives the units of one recorded deduction back to the shard that served it, once.
 import { DomainError } from './errors.js';
-import type { CompensateInput } from './model.js';
+import type { CompensateInput, Coupon } from './model.js';
 import type { StockChanges, StockSignals, StockStore } from './ports.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
 import { paused } from './deduct.js';
-import { claimShard, homeShard, shardRef } from './routing.js';
+import { allShards, claimShard, homeShard, shardRef } from './routing.js';
 import * as v from './validate.js';
 
 export type CompensateOutcome = 'compensated' | 'already_compensated' | 'not_deducted';
@@ -40,7 +40,15 @@ export class CompensateService {
       }
       if (claim === 'missing')
         throw new DomainError('unavailable', `coupon ${couponId} is being recovered; retry with the same request_id`);
-      if (claim === null) return { outcome: 'not_deducted', remaining: 0 };
+      if (claim === null) {
+        // The claim lapses when its Deduct's instance died before keeping it: the record, kept for the window
+        // on the user's shard, still says whether (and for whom) units were taken.
+        const found = await this.findRecord(coupon, requestId);
+        if (!found) return { outcome: 'not_deducted', remaining: 0 };
+        claim = found;
+        // Kept again, so the id stays its user's for the rest of the window.
+        await this.store.keepClaim(claimRef, requestId, found);
+      }
       userId = claim.split('|')[0]!;
       home = homeShard(coupon, requestId, userId);
     } else {
@@ -69,5 +77,24 @@ export class CompensateService {
       }
     }
     throw new DomainError('unavailable', `shard ${home} of coupon ${couponId} could not be reloaded; retry`);
+  }
+
+  /** A limited coupon's deduction found without its claim: every shard is asked (Compensate is rare, and a
+   * shard count is small), and only a record on its user's own shard counts. Returns "user|quantity". */
+  private async findRecord(coupon: Coupon, requestId: string): Promise<string | null> {
+    const found = await Promise.all(
+      allShards(coupon).map(async (ref) => {
+        let rec = await this.store.readRequest(ref, requestId);
+        // A shard that lost its data may have held it: not "never deducted" until it is rebuilt.
+        for (let i = 0; rec === 'missing' && i < 3; i++) {
+          await this.reloader.reload(coupon, ref.index);
+          rec = await this.store.readRequest(ref, requestId);
+        }
+        if (rec === 'missing')
+          throw new DomainError('unavailable', `coupon ${coupon.id} is being recovered; retry with the same request_id`);
+        return rec && homeShard(coupon, requestId, rec.userId) === ref.index ? `${rec.userId}|${rec.quantity}` : null;
+      }),
+    );
+    return found.find((f) => f !== null) ?? null;
   }
 }

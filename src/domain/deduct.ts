@@ -129,6 +129,8 @@ export class DeductService {
         const h = await hold.store.read(homeRef, requestId);
         if (h !== 'missing') {
           if (!h) return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
+          // As hold-reserve-7.lua refuses it: the id is a Deduct's.
+          if (h === 'deduction') throw conflict(requestId, 'kind', 'deduct');
           if (h.userId !== userId) throw conflict(requestId, 'user_id', h.userId);
           // A confirmed hold keeps only its confirmed units (hold-reserve-7.lua does not compare them either).
           if (h.state !== 'c' && h.quantity !== quantity) throw conflict(requestId, 'quantity', String(h.quantity));

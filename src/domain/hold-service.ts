@@ -85,7 +85,7 @@ export class HoldService implements Holds {
       replayed: true,
       remaining: r.remaining,
       shard: r.shard,
-      hold: rec && rec !== 'missing' ? holdOf(ref, requestId, rec) : undefined,
+      hold: rec && rec !== 'missing' && rec !== 'deduction' ? holdOf(ref, requestId, rec) : undefined,
     };
   }
 
@@ -212,7 +212,7 @@ export class HoldService implements Holds {
   private async current(ref: ShardRef, requestId: string): Promise<Hold | undefined> {
     const rec = await this.store.read(ref, requestId);
     // A hold on a shard that lost its data is lost with it (docs/holds.md): not found.
-    return rec && rec !== 'missing' ? holdOf(ref, requestId, rec) : undefined;
+    return rec && rec !== 'missing' && rec !== 'deduction' ? holdOf(ref, requestId, rec) : undefined;
   }
 
   private returned(couponId: string): void {

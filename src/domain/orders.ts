@@ -175,9 +175,22 @@ export class OrderService {
     if (record.state === 'committed') record = await this.finishCommit(record, seen);
     if (record.state !== 'confirmed' && record.state !== 'compensated')
       return { ...(await this.follow(record, true, seen)), already: false };
+    // Every item first, the record after: an order is COMPENSATED only once each item's units are back. Each
+    // compensation is idempotent, so a retry (or a racing call) repeats them harmlessly.
+    const outcomes = await this.each(record, (hold) => this.d.holds.compensate(hold, why));
+    const missed = outcomes.flatMap((o, i) => (o === 'not_deducted' ? [i] : []));
+    if (missed.length > 0) {
+      // A confirmed item with no deduction to give back: its record was lost. The order stays confirmed, so a
+      // retry once it is repaired compensates the rest; the items given back now stay given back.
+      throw new DomainError(
+        'failed_precondition',
+        `order ${record.orderId} was not compensated: no deduction was found for item ${missed.join(', ')} ` +
+          `(${missed.map((i) => record.items[i]!.couponId).join(', ')}); the other items were given back. ` +
+          'Retry with the same order_id once the coupon is repaired',
+      );
+    }
     const r = await this.d.records.move(record.orderId, ['confirmed'], 'compensated', this.now());
     const now = decided(r, record.orderId);
-    const outcomes = await this.each(now, (hold) => this.d.holds.compensate(hold, why));
     const answer = await this.answer(now, r.kind !== 'moved', seen);
     answer.items.forEach((item, i) => {
       item.compensated = outcomes[i]!;

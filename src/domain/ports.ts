@@ -103,7 +103,7 @@ export interface StockStore {
         quantity: number;
         remaining: number;
         compensated: boolean;
-        /** A confirmed Reserve's: its request id is a Reserve's, not a Deduct's. */
+        /** A Reserve's (a confirmed hold, or one not confirmed: `hold`): its request id is not a Deduct's. */
         reserve: boolean;
       }
     | null
@@ -377,9 +377,9 @@ export interface HoldStore {
     credits: Credit[],
     creditEpoch?: string,
   ): Promise<DeductScriptResult>;
-  /** null: no hold recorded under the request id (a Deduct's record is not one). */
+  /** null: nothing recorded under the request id; 'deduction': a Deduct's record is (no hold). */
   /** 'missing': the shard is gone with its holds and records. */
-  read(shard: ShardRef, requestId: string): Promise<HoldRecord | null | 'missing'>;
+  read(shard: ShardRef, requestId: string): Promise<HoldRecord | null | 'missing' | 'deduction'>;
   /** keep: units to confirm, 0 = all. */
   confirm(shard: ShardRef, requestId: string, keep: number): Promise<HoldConfirmReply>;
   release(shard: ShardRef, requestId: string): Promise<HoldReleaseReply>;

@@ -358,12 +358,22 @@ export class CouponRecoveryService implements CouponRecovery {
       // Every rebuilt shard, also one none of whose users holds anything: its surviving counts are replaced.
       for (const index of rebuilt) await this.d.store.restoreUserCounts(shards[index]!, perUserShard.get(index) ?? new Map());
       const claims = new Map<number, { requestId: string; value: string }[]>();
-      for (const rec of byRequest.values()) {
-        const at = claimShard(coupon, rec.requestId);
-        if (!rebuilt.has(at)) continue;
+      const claim = (requestId: string, value: string) => {
+        const at = claimShard(coupon, requestId);
+        if (!rebuilt.has(at)) return;
         const list = claims.get(at) ?? [];
-        list.push({ requestId: rec.requestId, value: `${rec.userId}|${rec.quantity}` });
+        list.push({ requestId, value });
         claims.set(at, list);
+      };
+      for (const rec of byRequest.values()) claim(rec.requestId, `${rec.userId}|${rec.quantity}`);
+      // An open hold has no event and no ledger row yet, but its claim is what lets its Confirm be compensated
+      // later and keeps its request id from another user: read from the live shards' holds. A confirmed hold
+      // is a D event (in flight or settled) and is claimed above; the holds of a rebuilt shard went with it
+      // and end without giving anything back (their units are in the rebuilt stock).
+      const onRebuilt = (requestId: string) => rebuilt.has(claimShard(coupon, requestId));
+      for (const [index, shard] of shards.entries()) {
+        if (rebuilt.has(index)) continue;
+        for (const h of await this.d.store.openHolds(shard, onRebuilt)) claim(h.requestId, `${h.userId}|${h.quantity}`);
       }
       for (const [index, list] of claims) await this.d.store.restoreClaims(shardRef(coupon, index), list);
     }

@@ -58,11 +58,11 @@ export class RedisHoldStore implements HoldStore {
     return r;
   }
 
-  async read(shard: ShardRef, requestId: string): Promise<HoldRecord | null | 'missing'> {
+  async read(shard: ShardRef, requestId: string): Promise<HoldRecord | null | 'missing' | 'deduction'> {
     const { keys, field } = this.scripts.recordPlaces(shard, requestId);
     for (const key of keys) {
       const v = await this.redis.hget(key, field as string);
-      if (v !== null) return parseHold(v);
+      if (v !== null) return parseHold(v) ?? 'deduction';
     }
     // No hold found: on a shard whose master lost its data, "none" would be a guess.
     return (await this.redis.exists(this.scripts.keys(shard).shard)) === 0 ? 'missing' : null;

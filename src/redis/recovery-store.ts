@@ -2,6 +2,7 @@
 // through scripts.ts), and write back the request records, user counts and claims a lost shard took with it.
 import type { Cluster } from 'ioredis';
 import type { ShardRef } from '../domain/ports.js';
+import { parseHold } from './hold-store.js';
 import type { ReplicaAck } from './replica-ack.js';
 import { type PauseResult, type RecordToRestore, Scripts } from './scripts.js';
 
@@ -75,6 +76,32 @@ export class RedisRecoveryStore {
   async restoreClaims(shard: ShardRef, claims: { requestId: string; value: string }[]): Promise<void> {
     await inChunks(claims, (c) => this.scripts.claimKeep(shard, c.requestId, c.value, true));
     if (claims.length > 0) await this.replicated(this.scripts.keys(shard).shard);
+  }
+
+  /** The open holds (Reserve, not yet confirmed, released or expired) of a shard whose request ids `wanted`
+   * picks: they have no event and no
+   * ledger row, so this is the only place a recovery learns who claimed their request ids. Read while the
+   * coupon is paused, so no hold starts or ends meanwhile. */
+  async openHolds(
+    shard: ShardRef,
+    wanted: (requestId: string) => boolean,
+  ): Promise<{ requestId: string; userId: string; quantity: number }[]> {
+    // Members are "<requestId>|<userId>" (ids never contain '|'); only the wanted ones' records are read.
+    const ids = (await this.redis.zrange(this.scripts.keys(shard).holds, '0', '-1'))
+      .map((m) => m.slice(0, m.indexOf('|')))
+      .filter((id) => wanted(id));
+    const out: { requestId: string; userId: string; quantity: number }[] = [];
+    await inChunks(ids, async (requestId) => {
+      const { keys, field } = this.scripts.recordPlaces(shard, requestId);
+      for (const key of keys) {
+        const v = await this.redis.hget(key, field as string);
+        if (v === null) continue;
+        const h = parseHold(v);
+        if (h?.state === 'h') out.push({ requestId, userId: h.userId, quantity: h.quantity });
+        return;
+      }
+    });
+    return out;
   }
 
   /** Whether a credit id was applied on a shard (a move whose units already landed at its target). */

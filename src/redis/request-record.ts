@@ -17,6 +17,24 @@ export interface RequestRecord {
   refused: boolean;
   /** A confirmed Reserve's (flag h): a deduction, but its request id is a Reserve's. */
   reserve: boolean;
+  /** An unconfirmed hold's value (open, released or expired): no deduction at all; `reserve` is set too. */
+  hold?: boolean;
+}
+
+/** A hold's value where a record was looked for ("h<state>|units|expires|limited|rb|remaining|t|user",
+ * lua/includes/hold-record.lua): read so that a Deduct reusing the id is told it is a Reserve's. */
+export function unpackHoldValue(packed: string): RequestRecord {
+  const [, units, , , , remaining, , ...user] = packed.split('|');
+  return {
+    quantity: Number(units),
+    remaining: Number(remaining),
+    deductedAt: null,
+    compensated: false,
+    refused: false,
+    reserve: true,
+    hold: true,
+    userId: user.join('|'),
+  };
 }
 
 export function unpackRecord(packed: string): RequestRecord {
@@ -44,7 +62,7 @@ export class RedisRequestRecords {
   async read(shard: ShardRef, requestId: string): Promise<RequestRecordView | null> {
     const rec = await this.scripts.recordRead(shard, requestId);
     // A shard that lost its data has no records to show until its recovery restores them from the ledger.
-    if (rec === null || rec === 'missing') return null;
+    if (rec === null || rec === 'missing' || rec.hold) return null;
     return {
       shard: shard.index,
       userId: rec.userId,

@@ -17,7 +17,7 @@ import type {
 } from '../domain/ports.js';
 import type { LiveShard } from '../recovery/recovery-plan.js';
 import { firstBucket, orderKey, RELAY_GROUP, recordField, shardKeys, type ShardKeys } from './keys.js';
-import { type RequestRecord, unpackRecord } from './request-record.js';
+import { type RequestRecord, unpackHoldValue, unpackRecord } from './request-record.js';
 import { transitUnits } from './shard-level.js';
 
 export type Arg = string | number | Buffer;
@@ -459,8 +459,9 @@ export class Scripts {
     const out: (RequestRecord | null)[] = new Array(requestIds.length);
     for (let i = 0; i < requestIds.length; i++) {
       const packed = String(r[i + 1] ?? '');
-      // A hold's value (starting with a letter, lua/includes/hold-record.lua) is no deduction's record.
-      out[i] = isDigit(packed.charCodeAt(0)) ? unpackRecord(packed) : null;
+      // A hold's value (starting with 'h', lua/includes/hold-record.lua) is no deduction's record, but it
+      // says the id is a Reserve's.
+      out[i] = isDigit(packed.charCodeAt(0)) ? unpackRecord(packed) : packed.startsWith('h') ? unpackHoldValue(packed) : null;
     }
     return out;
   }

@@ -1,0 +1,89 @@
+// Compensate on an order answers COMPENSATED only once every item's units are back: an item whose deduction
+// cannot be found (its record lost) leaves the order confirmed and the call refused, and a retry once the record
+// is back finishes the order without giving any item back twice.
+import { status, type ServiceError } from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { orderItemRequestId } from '../src/domain/ids.js';
+import { homeShard } from '../src/domain/routing.js';
+import { CompensateOutcome, OrderOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { recordField } from '../src/redis/keys.js';
+import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { ledgerFigures, settled } from './support/settlement.js';
+
+let a: TestApp;
+beforeAll(async () => {
+  a = await startTestApp({ SHARDSTOCK_WORKERS: 'relay,settle', SHARDSTOCK_INSTANCE_ID: 'order-compensate' });
+});
+afterAll(async () => {
+  await a?.close();
+});
+
+const err = (p: Promise<unknown>) =>
+  p.then(
+    () => null,
+    (e: ServiceError) => e,
+  );
+
+/** Takes one request's record out of its shard's record hashes; returns where it was, to put it back. */
+async function takeRecord(tag: string, requestId: string): Promise<{ key: string; value: Buffer } | null> {
+  const field = recordField(requestId);
+  for (const node of a.app.redis.nodes('master')) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${a.namespace}:{${tag}}:rq:*`, 'COUNT', 1000);
+      cursor = next;
+      for (const key of keys) {
+        const value = await a.app.redis.hgetBuffer(key, field);
+        if (value) {
+          await a.app.redis.hdel(key, field);
+          return { key, value };
+        }
+      }
+    } while (cursor !== '0');
+  }
+  return null;
+}
+
+describe('Compensate on an order', () => {
+  it('an item without its deduction keeps the order confirmed and the answer is not COMPENSATED; the retry finishes it', async () => {
+    const x = uniqueId('ocx');
+    const y = uniqueId('ocy');
+    await a.client.createCoupon({ couponId: x, totalStock: 10n, shardCount: 2 });
+    await a.client.createCoupon({ couponId: y, totalStock: 10n, shardCount: 2 });
+    const orderId = uniqueId('ord');
+    const d = await a.client.deductOrder({
+      requestId: orderId,
+      userId: 'u1',
+      items: [
+        { couponId: x, quantity: 2n },
+        { couponId: y, quantity: 3n },
+      ],
+    });
+    expect(d.outcome).toBe(OrderOutcome.DEDUCTED);
+
+    const cx = (await a.app.repo.find(x))!;
+    const rid = orderItemRequestId(orderId, 0);
+    const taken = await takeRecord(cx.shardTags[homeShard(cx, rid, '')]!, rid);
+    expect(taken).not.toBeNull();
+
+    const refused = await err(a.client.compensate({ couponId: '', requestId: '', orderId, reason: 'refund' }));
+    expect(refused?.code).toBe(status.FAILED_PRECONDITION);
+    // The other item was given back; the order is still confirmed, so it can be compensated once repaired.
+    expect((await a.client.getStock({ couponId: y })).level?.available).toBe(10n);
+    await a.app.redis.hset(taken!.key, recordField(rid), taken!.value);
+
+    const comp = await a.client.compensate({ couponId: '', requestId: '', orderId, reason: 'refund' });
+    expect([comp.outcome, comp.items.map((i) => i.compensateOutcome)]).toEqual([
+      CompensateOutcome.COMPENSATED,
+      [CompensateOutcome.COMPENSATED, CompensateOutcome.ALREADY_COMPENSATED],
+    ]);
+    const again = await a.client.compensate({ couponId: '', requestId: '', orderId, reason: 'refund' });
+    expect(again.outcome).toBe(CompensateOutcome.ALREADY_COMPENSATED);
+
+    for (const c of [x, y]) {
+      await settled(a.client, c);
+      const ledger = await ledgerFigures(a.app, c);
+      expect([ledger.deductRows, ledger.compensateRows, ledger.remaining, ledger.duplicates]).toEqual([1, 1, 10, 0]);
+    }
+  });
+});
