@@ -399,22 +399,21 @@ export class OrderService {
     return decided(r, record.orderId);
   }
 
+  /** Gives every item of an aborted order back. A failure is thrown, never swallowed: the order then stays on
+   * its due-list (the sweeper reschedules a sweep that throws, and a caller's call fails before it could
+   * unschedule), so the sweeper tries again. Swallowed, it let the sweeper drop an order whose item stayed
+   * deducted (a Confirm by hold id not given back) or held until its hold expired. */
   private async releaseAll(record: OrderRecord, seen: Seen): Promise<void> {
-    try {
-      await this.each(record, async (hold, i) => {
-        const why = `order ${record.orderId} ${record.abort ?? 'aborted'}`;
-        const r = await this.d.holds.release(hold, why);
-        if (r.hold) seen[i] = r.hold;
-        // An item of an aborted order can only be confirmed by its hold id (Confirm with the item's hold_id,
-        // behind the order's back). Leaving it would leave the order half taken while it says nothing was:
-        // ABORTED means empty, so it is given back (idempotent, like every step after a decision).
-        if (r.end === 'confirmed') await this.d.holds.compensate(hold, why);
-      });
-      await this.d.records.unschedule(record.orderId);
-    } catch (err) {
-      // The holds expire anyway; the sweeper tries again meanwhile.
-      this.d.onError?.('order release', err);
-    }
+    await this.each(record, async (hold, i) => {
+      const why = `order ${record.orderId} ${record.abort ?? 'aborted'}`;
+      const r = await this.d.holds.release(hold, why);
+      if (r.hold) seen[i] = r.hold;
+      // An item of an aborted order can only be confirmed by its hold id (Confirm with the item's hold_id,
+      // behind the order's back). Leaving it would leave the order half taken while it says nothing was:
+      // ABORTED means empty, so it is given back (idempotent, like every step after a decision).
+      if (r.end === 'confirmed') await this.d.holds.compensate(hold, why);
+    });
+    await this.d.records.unschedule(record.orderId);
   }
 
   /** Runs `step` on every item's hold at once; throws the first failure after all have settled. */
