@@ -42,6 +42,10 @@ export interface Config {
   /** SHARDSTOCK_HOLD_SWEEP_MS — how often every instance looks for expired holds (they are released within
    * about this much of their expiry, whichever instance made them). Default 250. */
   holdSweepMs: number;
+  /** SHARDSTOCK_HOLD_FULL_PASS_MS — how often the hold sweeper's backstop looks at the shards of the coupons this
+   * instance serves and of the next page of every coupon in MySQL, for holds whose index entry a crash lost.
+   * Default 30000. */
+  holdFullPassMs: number;
   /** SHARDSTOCK_MAX_ORDER_ITEMS — the most items one ReserveOrder or DeductOrder may list. Default 32. */
   maxOrderItems: number;
   /** SHARDSTOCK_ORDER_COMMIT_MARGIN_MS — an order is committed only while each of its holds has at least this
@@ -457,6 +461,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     idempotencyWindowS: int(env, 'SHARDSTOCK_IDEMPOTENCY_WINDOW_S', 86_400, 1, 90 * 86_400),
     ...holdTtl(env),
     holdSweepMs: int(env, 'SHARDSTOCK_HOLD_SWEEP_MS', 250, 10, 60_000),
+    holdFullPassMs: int(env, 'SHARDSTOCK_HOLD_FULL_PASS_MS', 30_000, 100, 3_600_000),
     maxOrderItems: int(env, 'SHARDSTOCK_MAX_ORDER_ITEMS', 32, 1, 1000),
     orderCommitMarginMs: int(env, 'SHARDSTOCK_ORDER_COMMIT_MARGIN_MS', 5000, 100, 600_000),
     orderSweepMs: int(env, 'SHARDSTOCK_ORDER_SWEEP_MS', 500, 10, 60_000),

@@ -145,6 +145,8 @@ export interface CouponRepository {
   /** Inserts the coupon; when one with this id exists, returns it unchanged with created = false. */
   create(coupon: NewCoupon): Promise<{ coupon: Coupon; created: boolean }>;
   find(id: string): Promise<Coupon | null>;
+  /** One page of every coupon, by id after `afterId` (a slow walk over all of them: CouponWalk). */
+  page(afterId: string, limit: number): Promise<Coupon[]>;
   /** The sale settings of the coupons that exist among `ids` (one query: the catalog's background refresh). */
   saleSettings(ids: readonly string[]): Promise<Map<string, SaleSettings>>;
   markPreheated(id: string): Promise<void>;

@@ -29,6 +29,14 @@ export class FakeCouponRepository implements CouponRepository {
     return c ? { ...c } : null;
   }
 
+  async page(afterId: string, limit: number): Promise<Coupon[]> {
+    return [...this.coupons.values()]
+      .filter((c) => c.id > afterId)
+      .sort((a, b) => (a.id < b.id ? -1 : 1))
+      .slice(0, limit)
+      .map((c) => ({ ...c }));
+  }
+
   async saleSettings(ids: readonly string[]): Promise<Map<string, SaleSettings>> {
     const out = new Map<string, SaleSettings>();
     for (const id of ids) {
