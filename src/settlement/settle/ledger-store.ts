@@ -23,9 +23,12 @@ export interface BatchResult<T> {
   /** null: the coupon does not exist. */
   coupon: Coupon | null;
   plan: Plan<T>;
-  /** Held deductions refused in this transaction (refuseHeld), and earlier refused ones delivered again:
-   * each must (still) be marked refused in Redis. */
+  /** Held deductions refused in this transaction (refuseHeld): each is a new anomaly, to count, to repair and
+   * to mark refused in Redis. */
   refused: Planned<T>[];
+  /** Deductions refused earlier and delivered again (a lost ack, a republish): only their Redis mark may still
+   * be missing (its first try failed); they were counted, and their repair asked for, the first time. */
+  refusedAgain: Planned<T>[];
   /** OptimisticLockError (or a concurrent insert) made the transaction start over this many times. */
   retries: number;
 }
@@ -114,7 +117,7 @@ export class LedgerStore {
       } catch (err) {
         if (err instanceof UnknownCoupon) {
           const plan: Plan<T> = { remaining: 0, apply: [], duplicates: [], held: [], waiting: [], ofRefused: [] };
-          return { coupon: null, plan, refused: [], retries: attempt };
+          return { coupon: null, plan, refused: [], refusedAgain: [], retries: attempt };
         }
         if (!retryable(err) || attempt + 1 >= MAX_ATTEMPTS) throw err;
         if (err instanceof PlanChanged) lockFirst = true;
@@ -205,14 +208,14 @@ export class LedgerStore {
     for (const part of chunks(anomalyRows)) {
       await em.createQueryBuilder(AnomalyRow).insert(part).onConflict(['eventId']).ignore().execute('run');
     }
-    const refused = refuseHeld ? [...plan.held, ...refusedAgain] : refusedAgain;
+    const refused = refuseHeld ? plan.held : [];
     if (refuseHeld) plan.held = [];
     if (plan.apply.length > 0 || anomalyRows.length > 0) {
       row.settledRemaining = plan.remaining;
       row.updatedAt = now;
       // transactional() flushes: UPDATE ... WHERE id = ? AND version = ?, or OptimisticLockError.
     }
-    return { coupon: toCoupon(row), plan, refused };
+    return { coupon: toCoupon(row), plan, refused, refusedAgain };
   }
 
   /** The coupon row, locked until the transaction ends: the latest committed remaining and version. */

@@ -266,7 +266,8 @@ export class Settler {
     // When deductions are held, the acks must have reached the server before counting what is in flight.
     await this.ack(done, held.length > 0);
     this.account(plan.apply, plan.duplicates.length, plan.ofRefused.length);
-    for (const i of r.refused) await this.refuseOrRetry(coupon, i);
+    for (const i of r.refused) await this.refuseOrRetry(coupon, i, true);
+    for (const i of r.refusedAgain) await this.refuseOrRetry(coupon, i, false);
 
     for (const i of plan.waiting) this.defer(i);
     if (held.length === 0) return;
@@ -286,7 +287,8 @@ export class Settler {
     this.d.stats.optimisticRetries += again.retries;
     await this.ack([...again.plan.apply, ...again.plan.duplicates, ...again.plan.ofRefused], false);
     this.account(again.plan.apply, again.plan.duplicates.length, again.plan.ofRefused.length);
-    for (const i of again.refused) await this.refuseOrRetry(again.coupon ?? coupon, i);
+    for (const i of again.refused) await this.refuseOrRetry(again.coupon ?? coupon, i, true);
+    for (const i of again.refusedAgain) await this.refuseOrRetry(again.coupon ?? coupon, i, false);
   }
 
   private account(applied: Item[], duplicates: number, ofRefused: number): void {
@@ -318,9 +320,9 @@ export class Settler {
     i.ref.nak(backoff(n));
   }
 
-  private async refuseOrRetry(coupon: Coupon, i: Item): Promise<void> {
+  private async refuseOrRetry(coupon: Coupon, i: Item, first: boolean): Promise<void> {
     try {
-      await this.refuse(coupon, i);
+      await this.refuse(coupon, i, first);
     } catch (err) {
       // The anomaly row is committed; the next delivery finds it and finishes marking the refusal.
       this.d.log?.warn(
@@ -331,19 +333,24 @@ export class Settler {
     }
   }
 
-  /** A refused deduction stays sold; Redis learns it was refused so a Compensate does not put it on sale. */
-  private async refuse(coupon: Coupon, i: Item): Promise<void> {
+  /** A refused deduction stays sold; Redis learns it was refused so a Compensate does not put it on sale.
+   * first: refused by this delivery (its anomaly row was just written), so counted and its coupon's repair asked
+   * for, before the mark: a mark that fails is finished by a later delivery, which must not count it again (a
+   * refusal delivered four times counted 8 oversold units for 2 and asked for the repair each time). */
+  private async refuse(coupon: Coupon, i: Item, first: boolean): Promise<void> {
     const e = i.event;
     const id = eventId(e);
+    if (first) {
+      this.d.stats.refused++;
+      this.d.stats.anomalies++;
+      this.d.stats.oversoldUnits += e.quantity;
+      this.d.log?.warn(
+        { couponId: coupon.id, eventId: id, quantity: e.quantity },
+        'settlement refused a deduction: oversold unit recorded as an anomaly; coupon repair requested',
+      );
+      this.d.repair?.(coupon.id, `settlement refused ${id}`);
+    }
     if (e.shard < coupon.shardCount) await this.d.refusals.markRefused(shardRef(coupon, e.shard), e.requestId);
-    this.d.stats.refused++;
-    this.d.stats.anomalies++;
-    this.d.stats.oversoldUnits += e.quantity;
-    this.d.log?.warn(
-      { couponId: coupon.id, eventId: id, quantity: e.quantity },
-      'settlement refused a deduction: oversold unit recorded as an anomaly; coupon repair requested',
-    );
-    this.d.repair?.(coupon.id, `settlement refused ${id}`);
     this.holds.release(e);
     i.ref.ack();
   }
