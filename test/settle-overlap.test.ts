@@ -74,7 +74,7 @@ function settler(stats: SettleStats, fast: FastSettle = new FastSettle(t.app.orm
       fast,
       refusals: new RedisRefusalStore(t.app.redis, t.namespace, t.app.config.idempotencyWindowS),
       // Nothing else of the coupon is on its way: a deduction the remaining cannot cover is refused at once.
-      compensationsInFlight: async () => new Set<string>(),
+      compensationsInFlight: async () => new Map(),
       stats,
     },
     { batch: 10_000, maxDeliver: 5, concurrency: 4 },

@@ -242,7 +242,7 @@ describe('pipelined settlement', () => {
         consumer,
         ledger: observer.app.settlement.ledger,
         refusals: new RedisRefusalStore(observer.app.redis, namespace, observer.app.config.idempotencyWindowS),
-        compensationsInFlight: async () => new Set<string>(),
+        compensationsInFlight: async () => new Map(),
         stats,
       },
       { batch: 100, maxDeliver: 5, concurrency: 2 },

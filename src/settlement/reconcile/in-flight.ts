@@ -71,18 +71,18 @@ export class InFlight implements InFlightCounter {
   /** Compensations of the coupon still on their way to MySQL (outbox or JetStream), by event id: the only
    * events that can make room for a deduction MySQL cannot cover yet. null when more than `limit` events are
    * in flight (too many to look through; the caller assumes there may be some). */
-  async compensationsInFlight(coupon: Pick<Coupon, 'id' | 'shardTags'>, limit = 5000): Promise<Set<string> | null> {
+  async compensationsInFlight(coupon: Pick<Coupon, 'id' | 'shardTags'>, limit = 5000): Promise<Map<string, SettlementEvent> | null> {
     const shards = allShards(coupon);
     const [lengths, pending] = await Promise.all([
       Promise.all(shards.map((ref) => this.outbox.backlog(ref).then((b) => b.length))),
       this.stream.pending(coupon.id),
     ]);
     if (lengths.reduce((a, b) => a + b, 0) + pending > limit) return null;
-    const out = new Set<string>();
+    const out = new Map<string, SettlementEvent>();
     for (const s of await Promise.all(shards.filter((_, i) => lengths[i]! > 0).map((ref) => this.outbox.snapshot(ref)))) {
-      for (const e of s.events) if (e.kind === 'C') out.add(eventId(e));
+      for (const e of s.events) if (e.kind === 'C') out.set(eventId(e), e);
     }
-    if (pending > 0) for (const [id, e] of await this.stream.events(coupon.id)) if (e.kind === 'C') out.add(id);
+    if (pending > 0) for (const [id, e] of await this.stream.events(coupon.id)) if (e.kind === 'C') out.set(id, e);
     return out;
   }
 }

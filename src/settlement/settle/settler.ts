@@ -48,8 +48,8 @@ export interface SettlerDeps {
   refusals: RefusalStore;
   /** Asks for the coupon to be brought back within its bound (runs later, once per burst of refusals). */
   repair?: ((couponId: string, why: string) => void) | undefined;
-  /** Compensations of the coupon still on their way (event ids), or null when too much is in flight to tell. */
-  compensationsInFlight(coupon: Coupon): Promise<Set<string> | null>;
+  /** Compensations of the coupon still on their way, by event id, or null when too much is in flight to tell. */
+  compensationsInFlight(coupon: Coupon): Promise<Map<string, SettlementEvent> | null>;
   stats: SettleStats;
   log?: Logger | undefined;
 }
@@ -69,6 +69,19 @@ export interface SettleMsg {
 }
 
 type Item = Planned<SettleMsg>;
+
+/** The handle of a compensation taken from the outbox or JetStream listing to settle beside its deduction:
+ * nothing to acknowledge here (its own message is acknowledged when it comes, as a duplicate). */
+const SETTLED_ELSEWHERE: SettleMsg = {
+  data: new Uint8Array(),
+  seq: 0,
+  subject: '',
+  info: { deliveryCount: 1 },
+  ack: () => {},
+  ackAck: async () => true,
+  nak: () => {},
+  working: () => {},
+};
 
 /** The longest a deduction MySQL cannot cover is held while compensations of its coupon are in flight. */
 const HOLD_AT_MOST_MS = 300_000;
@@ -278,12 +291,35 @@ export class Settler {
     // flight, and the relay lag is seconds, not minutes.
     const tooLong = held.some((i) => this.holds.exhausted(i.event, this.options.maxDeliver, HOLD_AT_MOST_MS));
     const waiting = new Set(plan.waiting.map((i) => eventId(i.event)));
-    const coming = tooLong ? new Set<string>() : await this.d.compensationsInFlight(coupon);
-    if (coming === null || [...coming].some((id) => !waiting.has(id))) {
+    const coming = tooLong ? new Map<string, SettlementEvent>() : await this.d.compensationsInFlight(coupon);
+    if (coming === null) {
       for (const i of held) this.defer(i);
       return;
     }
-    const again = await this.d.ledger.applyBatch(couponId, held, true);
+    // A held deduction's own compensation on its way is settled with it now, after it (the pair leaves the
+    // remaining where it is), and acknowledged as a duplicate when its own message comes. And only a
+    // compensation whose deduction MySQL has settled makes room for others: one whose deduction is still on its
+    // way settles with it and leaves the remaining where it was. Waiting for either, each deduction of a coupon
+    // whose compensated sales were all in flight waited for the others' compensations, and they for their
+    // deductions, until HOLD_AT_MOST_MS refused them as oversold although their units were back.
+    const heldRequests = new Set(held.map((i) => i.event.requestId));
+    const own: Item[] = [];
+    for (const [id, e] of coming) if (!waiting.has(id) && heldRequests.has(e.requestId)) own.push({ event: e, ref: SETTLED_ELSEWHERE });
+    const ownIds = new Set(own.map((i) => eventId(i.event)));
+    const others = [...coming].filter(([id]) => !waiting.has(id) && !ownIds.has(id));
+    if (others.length > 0) {
+      const view = await this.d.ledger.reconcileView(
+        couponId,
+        others.map(([, e]) => e),
+        false,
+      );
+      const roomComing = view === null || others.some(([id, e]) => !view.settled.has(id) && view.settled.has(eventId({ ...e, kind: 'D' })));
+      if (roomComing) {
+        for (const i of held) this.defer(i);
+        return;
+      }
+    }
+    const again = await this.d.ledger.applyBatch(couponId, [...held, ...own], true);
     this.d.stats.optimisticRetries += again.retries;
     await this.ack([...again.plan.apply, ...again.plan.duplicates, ...again.plan.ofRefused], false);
     this.account(again.plan.apply, again.plan.duplicates.length, again.plan.ofRefused.length);
