@@ -195,6 +195,11 @@ export class LedgerStore {
       const exact = decide(Number(row.settledRemaining));
       // Decided without a bound, nothing was held; under the real remaining nothing may be either.
       if (exact.held.length > 0 || exact.apply.length !== plan.apply.length) throw new PlanChanged();
+      // Nor may a deduction applied here have been refused since the first read: a refusal is written under
+      // this coupon's lock, which this transaction holds now, and a locking read sees it where this
+      // transaction's snapshot does not. Without it, a copy of a deduction delivered again could settle
+      // while another copy was being refused (the unit both sold in MySQL and refused in Redis).
+      if (await this.refusedUnderLock(em, exact.apply)) throw new PlanChanged();
       plan = exact;
     }
     const anomalyRows = [
@@ -216,6 +221,20 @@ export class LedgerStore {
       // transactional() flushes: UPDATE ... WHERE id = ? AND version = ?, or OptimisticLockError.
     }
     return { coupon: toCoupon(row), plan, refused, refusedAgain };
+  }
+
+  /** Whether any deduction among `applied` has a refusal recorded, read with a locking read (the latest
+   * committed rows, not the transaction's snapshot). */
+  private async refusedUnderLock<T>(em: EntityManager, applied: Planned<T>[]): Promise<boolean> {
+    const ids = applied.filter((p) => p.event.kind === 'D').map((p) => eventId(p.event));
+    for (const part of chunks(ids)) {
+      const rows = await em.execute<{ n: number | string }[]>(
+        `select count(*) as n from settlement_anomaly where reason = ? and event_id in (${marks(part.length)}) lock in share mode`,
+        [ANOMALY.refused, ...part],
+      );
+      if (Number(rows[0]?.n ?? 0) > 0) return true;
+    }
+    return false;
   }
 
   /** The coupon row, locked until the transaction ends: the latest committed remaining and version. */
