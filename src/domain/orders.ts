@@ -158,8 +158,13 @@ export class OrderService {
       seen[i] = r.hold;
       return r;
     });
-    if (ends.some((e) => e.end !== 'extended')) return this.abortExpired(record, ['held'], seen);
-    const expiresAtMs = Math.min(...seen.map((h) => h?.expiresAtMs ?? this.now() + ttl));
+    // An item confirmed by its hold id (behind the order's back) is taken, not lost: the order still holds the
+    // rest, and a Confirm of the order commits it (as the sweeper would once every item is confirmed). Treating
+    // it as expired gave the confirmed units back and ended the order EXPIRED although nothing had expired.
+    if (ends.some((e) => e.end !== 'extended' && e.end !== 'confirmed')) return this.abortExpired(record, ['held'], seen);
+    const extended = seen.filter((h, i) => ends[i]!.end === 'extended' && h !== undefined);
+    if (extended.length === 0) return this.follow(record, true, seen);
+    const expiresAtMs = Math.min(...extended.map((h) => h!.expiresAtMs ?? this.now() + ttl));
     // Moving held -> held records the new expiry, which the sweeper goes by; a decision taken meanwhile wins.
     const r = await this.d.records.move(record.orderId, ['held'], 'held', this.now(), { set: { expiresAtMs } });
     if (r.kind === 'moved') await this.d.records.schedule(record.orderId, expiresAtMs + s.graceMs);
