@@ -4,7 +4,10 @@
 // change to the Lua can be A/B-tested in about ten seconds, apart from the service, the cluster and the machine's
 // other load. SHARDSTOCK_LUA_FILE runs another copy of the script (with its includes already inlined) instead.
 //
-// `npx tsx bench/lua-cost.ts [shards] [perShard] [calls] [port]` (defaults 5 5 4000 7291)
+// `npx tsx bench/lua-cost.ts [shards] [perShard] [calls] [port]` (defaults 5 5 4000 7291). With
+// SHARDSTOCK_LUA_FRESH=1 every call goes to shards never written before (made as CreateCoupon makes them: the
+// hash and an empty outbox with its consumer group), as in the many-coupons scenario where a request is
+// usually the first on its shard in a long while; otherwise the same S shards take every call.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
@@ -15,6 +18,7 @@ const B = Number(process.argv[3] ?? 5);
 const CALLS = Number(process.argv[4] ?? 4000);
 const PORT = Number(process.argv[5] ?? 7291);
 const IN_FLIGHT = 4;
+const FRESH = process.env.SHARDSTOCK_LUA_FRESH === '1';
 
 const server = spawn('redis-server', ['--port', String(PORT), '--save', '', '--appendonly', 'no', '--bind', '127.0.0.1'], {
   stdio: 'ignore',
@@ -33,17 +37,32 @@ try {
   }
   const text = process.env.SHARDSTOCK_LUA_FILE ? readFileSync(process.env.SHARDSTOCK_LUA_FILE, 'utf8') : luaScript('nodeBatch').lua;
   const sha = (await r.script('LOAD', text)) as string;
-  const shards = Array.from({ length: S }, (_, i) => {
+  const shardKeys = (i: number) => {
     const k = `lc:{c#${i}.1}`;
     return [`${k}:shard`, `${k}:rq:a`, `${k}:rq:b`, `${k}:rq:c`, `${k}:users`, `${k}:outbox`, `${k}:ack`];
-  });
-  for (const k of shards) await r.hset(k[0]!, 'avail', '1000000000', 'net', '0', 'ep', 'e1');
+  };
+  const made = FRESH ? S * (CALLS + 200) : S;
+  for (let i = 0; i < made; i += 500) {
+    const p = r.pipeline();
+    for (let j = i; j < Math.min(made, i + 500); j++) {
+      const k = shardKeys(j);
+      p.hset(k[0]!, 'avail', '1000000000', 'net', '0', 'ep', 'e1');
+      if (FRESH) p.xgroup('CREATE', k[5]!, 'relay', '0', 'MKSTREAM');
+    }
+    await p.exec();
+  }
+  let nextShard = 0;
+  const callShards = () => {
+    if (!FRESH) return Array.from({ length: S }, (_, i) => shardKeys(i));
+    return Array.from({ length: S }, () => shardKeys(nextShard++));
+  };
   const windowS = 3600;
   const first = Math.floor(Date.now() / 1000 / windowS + 0.5) - 2;
   let seq = 0;
   // Ids as the benchmark's load generator makes them (bench/request-template.ts).
   const id = (kind: string, n: number) => `20261203-fs-shardstock-256-${kind}${String(n).padStart(10, '0')}`;
   const args = (): (string | number)[] => {
+    const shards = callShards();
     const a: (string | number)[] = [shards[0]![0]!];
     shards.forEach((k, si) => {
       a.push(...k, windowS, first, 'lc', si, Date.now(), 1, B);
@@ -77,7 +96,7 @@ try {
   }));
   const ev = rows.find((x) => x.name === 'evalsha')!;
   console.log(
-    `${S} shards x ${B} requests per call: ${(ev.usec / ev.calls).toFixed(1)} µs per call, ${(ev.usec / n).toFixed(2)} µs per request`,
+    `${S} ${FRESH ? 'fresh ' : ''}shards x ${B} requests per call: ${(ev.usec / ev.calls).toFixed(1)} µs per call, ${(ev.usec / n).toFixed(2)} µs per request`,
   );
   const nested = rows.filter((x) => x.name !== 'evalsha' && !x.name.startsWith('config') && x.name !== 'info');
   console.log(`nested, µs per request: ${nested.map((x) => `${x.name} ${(x.usec / n).toFixed(2)}`).join(', ')}`);
