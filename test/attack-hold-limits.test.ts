@@ -3,10 +3,11 @@
 // Confirm, and a partial Confirm retried with another quantity. The user never holds + owns more than the limit,
 // and exactly the limit is reachable again after each give-back.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { status, type ServiceError } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { ConfirmOutcome, DeductOutcome, ReleaseOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures, settled, waitFor } from './support/settlement.js';
+import { rejection } from './support/rejection.js';
 
 let a: TestApp;
 let b: TestApp;
@@ -18,12 +19,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([a?.close(), b?.close()]);
 });
-
-const err = (p: Promise<unknown>) =>
-  p.then(
-    () => null,
-    (e: ServiceError) => e,
-  );
 
 describe('attack: per-user limit through holds', () => {
   it('when one user races Deducts and Reserves past the limit with fallbacks, then exactly the limit is taken; each give-back (release, expiry, partial confirm, compensate) frees exactly its units', async () => {
@@ -82,7 +77,7 @@ describe('attack: per-user limit through holds', () => {
       // A one-unit hold confirmed: keep 1 (a partial confirm of 1 of 1 is the whole). A retry asking for 2 is refused.
       const c1 = await a.client.confirm({ target: { case: 'holdId', value: keep }, quantity: 1n });
       expect(c1.outcome).toBe(ConfirmOutcome.CONFIRMED);
-      const bad = await err(b.client.confirm({ target: { case: 'holdId', value: keep }, quantity: 2n }));
+      const bad = await rejection(b.client.confirm({ target: { case: 'holdId', value: keep }, quantity: 2n }));
       expect([bad?.code, bad?.details]).toEqual([status.FAILED_PRECONDITION, expect.stringContaining('quantity')]);
     }
     // Exactly `free` more units fit, then the limit holds again.

@@ -6,6 +6,7 @@ import { status, type ServiceError } from '@grpc/grpc-js';
 import { ConfirmOutcome, ItemRefusalReason, OrderOutcome, ReleaseOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures, settled, waitFor } from './support/settlement.js';
+import { rejection } from './support/rejection.js';
 
 const ORDER_ENV = {
   SHARDSTOCK_HOLD_TTL_MIN_MS: '100',
@@ -28,12 +29,6 @@ afterAll(async () => {
   await Promise.all([a?.close(), b?.close()]);
 });
 
-const err = (p: Promise<unknown>) =>
-  p.then(
-    () => null,
-    (e: ServiceError) => e,
-  );
-
 async function level(couponId: string) {
   const l = (await a.client.getStock({ couponId })).level!;
   return [Number(l.available), Number(l.held), Number(l.deducted)];
@@ -43,7 +38,7 @@ describe('attack: orders', () => {
   it('when an order lists one coupon twice, then it is INVALID_ARGUMENT naming the item, and nothing is taken', async () => {
     const c = uniqueId('aos');
     await a.client.createCoupon({ couponId: c, totalStock: 10n, shardCount: 2 });
-    const e = await err(
+    const e = await rejection(
       a.client.deductOrder({
         requestId: uniqueId('o'),
         items: [
@@ -105,7 +100,7 @@ describe('attack: orders', () => {
       [() => b.client.deductOrder({ ...order, userId: 'other-u' }), 'user_id'],
       [() => b.client.reserveOrder(order), 'order kind'],
     ] as const) {
-      const e = await err(call());
+      const e = await rejection(call());
       expect([e?.code, e?.details], field).toEqual([status.FAILED_PRECONDITION, expect.stringContaining(field)]);
     }
     expect(await level(x)).toEqual([97, 0, 3]);

@@ -2,13 +2,14 @@
 // recovery puts back the claims of open holds too, which have no event and no ledger row yet. Without them a
 // hold's request id could be taken by another user, whose deduction would then collide with the hold's in the
 // ledger (deduped on coupon, request, kind) while Redis counted both.
-import { status, type ServiceError } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimShard, homeShard, shardRef } from '../src/domain/routing.js';
 import { recordField } from '../src/redis/keys.js';
 import { CompensateOutcome, ConfirmOutcome, DeductOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures, settled } from './support/settlement.js';
+import { rejection } from './support/rejection.js';
 
 let a: TestApp;
 beforeAll(async () => {
@@ -17,12 +18,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await a?.close();
 });
-
-const err = (p: Promise<unknown>) =>
-  p.then(
-    () => null,
-    (e: ServiceError) => e,
-  );
 
 /** Every key of one shard, as a master lost with its replica would take them. */
 async function dropShard(tag: string): Promise<number> {
@@ -58,7 +53,9 @@ describe('claims through a lost claim shard', () => {
     expect(await a.app.store.readClaim(shardRef(coupon, at), rid)).toBe('buyer-a|2');
 
     // Another user reusing the hold's id is refused, as before the loss.
-    expect((await err(a.client.deduct({ couponId, requestId: rid, userId: other, quantity: 2n })))?.code).toBe(status.FAILED_PRECONDITION);
+    expect((await rejection(a.client.deduct({ couponId, requestId: rid, userId: other, quantity: 2n })))?.code).toBe(
+      status.FAILED_PRECONDITION,
+    );
     expect((await a.client.confirm({ target: { case: 'holdId', value: h.hold!.holdId } })).outcome).toBe(ConfirmOutcome.CONFIRMED);
     expect((await a.client.compensate({ couponId, requestId: rid, reason: 'refund' })).outcome).toBe(CompensateOutcome.COMPENSATED);
 
@@ -100,7 +97,9 @@ describe('a lapsed claim', () => {
     const c = await a.client.compensate({ couponId, requestId: rid, reason: 'in doubt' });
     expect(c.outcome).toBe(CompensateOutcome.COMPENSATED);
     expect(await a.app.store.readClaim(at, rid)).toBe('buyer-a|1');
-    expect((await err(a.client.deduct({ couponId, requestId: rid, userId: other, quantity: 1n })))?.code).toBe(status.FAILED_PRECONDITION);
+    expect((await rejection(a.client.deduct({ couponId, requestId: rid, userId: other, quantity: 1n })))?.code).toBe(
+      status.FAILED_PRECONDITION,
+    );
     const again = await a.client.deduct({ couponId, requestId: rid, userId: 'buyer-a', quantity: 1n });
     expect([again.outcome, again.replayed, again.compensated]).toEqual([DeductOutcome.DEDUCTED, true, true]);
     // A request id never deducted still answers NOT_DEDUCTED after every shard was asked.

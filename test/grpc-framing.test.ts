@@ -5,7 +5,7 @@
 // grpc-js took `application/grpc+json` as protobuf, so a JSON body was decoded as protobuf bytes: the gRPC port
 // now refuses it INVALID_ARGUMENT naming content-type and the HTTP port, which serves gRPC with JSON.
 import http2 from 'node:http2';
-import { create, type DescMessage, type MessageShape, toBinary } from '@bufbuild/protobuf';
+import { create } from '@bufbuild/protobuf';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   DeductOutcome,
@@ -18,6 +18,7 @@ import { inventoryRoutes } from '../src/transport/connect-routes.js';
 import { startGrpcServer, type GrpcServer } from '../src/transport/grpc-server.js';
 import type { InventoryHandlers } from '../src/transport/handlers.js';
 import { startHttpServer, type HttpServer } from '../src/transport/http-server.js';
+import { frame, message } from './support/grpc-frame.js';
 
 let deducts = 0;
 const handlers = {
@@ -44,16 +45,6 @@ afterAll(async () => {
   grpcServer?.server.forceShutdown();
   await httpServer?.close(0);
 });
-
-function frame(body: Uint8Array): Buffer {
-  const out = Buffer.alloc(5 + body.length);
-  out.writeUInt32BE(body.length, 1);
-  out.set(body, 5);
-  return out;
-}
-function message<D extends DescMessage>(schema: D, msg: MessageShape<D>): Buffer {
-  return frame(toBinary(schema, msg));
-}
 
 interface Answer {
   httpStatus: number | undefined;

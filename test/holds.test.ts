@@ -3,7 +3,7 @@
 // ExtendHold moves the expiry; per-user limits count held units; GetStock and Reconcile show held units apart
 // and stay exact with holds outstanding; bad input names the field.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { status, type ServiceError } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import {
   CompensateOutcome,
   ConfirmOutcome,
@@ -15,6 +15,7 @@ import {
 } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures, settled } from './support/settlement.js';
+import { rejection } from './support/rejection.js';
 
 let a: TestApp;
 let b: TestApp;
@@ -25,12 +26,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([a?.close(), b?.close()]);
 });
-
-const err = (p: Promise<unknown>) =>
-  p.then(
-    () => null,
-    (e: ServiceError) => e,
-  );
 
 describe('holds', () => {
   it('when a hold is partly confirmed, then the kept units are a deduction with a ledger row and the rest are available at once', async () => {
@@ -56,7 +51,7 @@ describe('holds', () => {
       const again = await t.client.confirm({ target: { case: 'holdId', value: r.hold!.holdId } });
       expect([again.outcome, again.replayed, again.released, again.hold?.confirmed]).toEqual([ConfirmOutcome.CONFIRMED, true, 0n, 2n]);
     }
-    expect((await err(a.client.confirm({ target: { case: 'holdId', value: r.hold!.holdId }, quantity: 3n })))?.code).toBe(
+    expect((await rejection(a.client.confirm({ target: { case: 'holdId', value: r.hold!.holdId }, quantity: 3n })))?.code).toBe(
       status.FAILED_PRECONDITION,
     );
     // A confirmed hold is not released; it is a deduction: Compensate gives it back once.
@@ -129,12 +124,12 @@ describe('holds', () => {
 
     // One request id, one kind of request.
     expect((await a.client.deduct({ couponId: id, requestId: 'd1' })).outcome).toBe(DeductOutcome.DEDUCTED);
-    expect((await err(a.client.reserve({ couponId: id, requestId: 'd1' })))?.code).toBe(status.FAILED_PRECONDITION);
-    expect((await err(a.client.deduct({ couponId: id, requestId: 'e1' })))?.code).toBe(status.FAILED_PRECONDITION);
+    expect((await rejection(a.client.reserve({ couponId: id, requestId: 'd1' })))?.code).toBe(status.FAILED_PRECONDITION);
+    expect((await rejection(a.client.deduct({ couponId: id, requestId: 'e1' })))?.code).toBe(status.FAILED_PRECONDITION);
     // Still a Reserve's once confirmed (its record is then a deduction's), also on the sold-out fast path.
     const h2 = await a.client.reserve({ couponId: id, requestId: 'e2', quantity: 1n, ttlMs: 60_000 });
     expect((await a.client.confirm({ target: { case: 'holdId', value: h2.hold!.holdId } })).outcome).toBe(ConfirmOutcome.CONFIRMED);
-    const reused = await err(a.client.deduct({ couponId: id, requestId: 'e2' }));
+    const reused = await rejection(a.client.deduct({ couponId: id, requestId: 'e2' }));
     expect([reused?.code, reused?.details]).toEqual([
       status.FAILED_PRECONDITION,
       'request_id e2 was already used by a Reserve; use a new request_id',
@@ -143,15 +138,15 @@ describe('holds', () => {
       expect((await a.client.deduct({ couponId: id, requestId: rid })).outcome).toBe(DeductOutcome.DEDUCTED);
     expect((await a.client.deduct({ couponId: id, requestId: 'f4' })).outcome).toBe(DeductOutcome.SOLD_OUT);
     const fast = a.app.deduct.stats.soldOutFastPath;
-    expect((await err(a.client.deduct({ couponId: id, requestId: 'e2' })))?.code).toBe(status.FAILED_PRECONDITION);
+    expect((await rejection(a.client.deduct({ couponId: id, requestId: 'e2' })))?.code).toBe(status.FAILED_PRECONDITION);
     expect(a.app.deduct.stats.soldOutFastPath).toBe(fast + 1);
     // Across kinds the fast path refuses as the scripts do, never SOLD_OUT: an open hold's id, a Deduct's id.
-    const open = await err(a.client.deduct({ couponId: id, requestId: 'e1' }));
+    const open = await rejection(a.client.deduct({ couponId: id, requestId: 'e1' }));
     expect([open?.code, open?.details]).toEqual([
       status.FAILED_PRECONDITION,
       'request_id e1 was already used by a Reserve; use a new request_id',
     ]);
-    const deducted = await err(a.client.reserve({ couponId: id, requestId: 'd1' }));
+    const deducted = await rejection(a.client.reserve({ couponId: id, requestId: 'd1' }));
     expect([deducted?.code, deducted?.details]).toEqual([
       status.FAILED_PRECONDITION,
       'request_id d1 was already used by a Deduct; use a new request_id',
@@ -176,12 +171,12 @@ describe('holds', () => {
       [a.client.extendHold({ target: { case: 'holdId', value: `${id}/0/x` }, ttlMs: 1 }), 'ttl_ms'],
     ];
     for (const [p, field] of cases) {
-      const e = await err(p);
+      const e = await rejection(p);
       expect(e?.code, field).toBe(status.INVALID_ARGUMENT);
       expect(e?.details, field).toContain(field);
     }
     const h = await a.client.reserve({ couponId: id, requestId: 'q', quantity: 2n });
-    const tooMany = await err(a.client.confirm({ target: { case: 'holdId', value: h.hold!.holdId }, quantity: 3n }));
+    const tooMany = await rejection(a.client.confirm({ target: { case: 'holdId', value: h.hold!.holdId }, quantity: 3n }));
     expect([tooMany?.code, tooMany?.details.includes('quantity')]).toEqual([status.INVALID_ARGUMENT, true]);
     // The default TTL applies when none is asked for.
     expect(Number(h.hold!.expiresAt!.seconds) * 1000 - Date.now()).toBeGreaterThan(a.app.config.holdTtlDefaultMs - 60_000);

@@ -4,7 +4,7 @@
 // gRPC port and ended a WatchStock after ~1 ms with OK on the HTTP port; and a WatchStock on the HTTP port whose
 // deadline passed ended OK, which tells a client to reconnect at once.
 import http2 from 'node:http2';
-import { create, type DescMessage, type MessageShape, toBinary } from '@bufbuild/protobuf';
+import { create } from '@bufbuild/protobuf';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   DeductOutcome,
@@ -17,6 +17,7 @@ import { inventoryRoutes } from '../src/transport/connect-routes.js';
 import { startGrpcServer, type GrpcServer } from '../src/transport/grpc-server.js';
 import type { CallContext, InventoryHandlers } from '../src/transport/handlers.js';
 import { startHttpServer, type HttpServer } from '../src/transport/http-server.js';
+import { message } from './support/grpc-frame.js';
 
 const handlers = {
   deduct: async () => create(DeductResponseSchema, { outcome: DeductOutcome.DEDUCTED }),
@@ -41,14 +42,6 @@ afterAll(async () => {
   grpcServer?.server.forceShutdown();
   await httpServer?.close(0);
 });
-
-function frame<D extends DescMessage>(schema: D, msg: MessageShape<D>): Buffer {
-  const body = toBinary(schema, msg);
-  const out = Buffer.alloc(5 + body.length);
-  out.writeUInt32BE(body.length, 1);
-  out.set(body, 5);
-  return out;
-}
 
 interface Answer {
   /** grpc-status, or undefined when the call was still open after holdMs (then cancelled by the client). */
@@ -92,8 +85,8 @@ function call(port: number, method: string, body: Buffer, headers: Record<string
   });
 }
 
-const deduct = frame(DeductRequestSchema, create(DeductRequestSchema, { couponId: 'c', requestId: 'r', quantity: 1n }));
-const watch = frame(WatchStockRequestSchema, create(WatchStockRequestSchema, { couponId: 'c' }));
+const deduct = message(DeductRequestSchema, create(DeductRequestSchema, { couponId: 'c', requestId: 'r', quantity: 1n }));
+const watch = message(WatchStockRequestSchema, create(WatchStockRequestSchema, { couponId: 'c' }));
 const ports = () => [
   { port: 'grpc', n: grpcServer.port },
   { port: 'http', n: httpServer.port },

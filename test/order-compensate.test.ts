@@ -1,7 +1,7 @@
 // Compensate on an order answers COMPENSATED only once every item's units are back: an item whose deduction
 // cannot be found (its record lost) leaves the order confirmed and the call refused, and a retry once the record
 // is back finishes the order without giving any item back twice.
-import { status, type ServiceError } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orderItemRequestId } from '../src/domain/ids.js';
 import { homeShard } from '../src/domain/routing.js';
@@ -9,6 +9,7 @@ import { CompensateOutcome, OrderOutcome } from '../src/gen/inventory/v1/invento
 import { recordField } from '../src/redis/keys.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures, settled } from './support/settlement.js';
+import { rejection } from './support/rejection.js';
 
 let a: TestApp;
 beforeAll(async () => {
@@ -17,12 +18,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await a?.close();
 });
-
-const err = (p: Promise<unknown>) =>
-  p.then(
-    () => null,
-    (e: ServiceError) => e,
-  );
 
 /** Takes one request's record out of its shard's record hashes; returns where it was, to put it back. */
 async function takeRecord(tag: string, requestId: string): Promise<{ key: string; value: Buffer } | null> {
@@ -66,7 +61,7 @@ describe('Compensate on an order', () => {
     const taken = await takeRecord(cx.shardTags[homeShard(cx, rid, '')]!, rid);
     expect(taken).not.toBeNull();
 
-    const refused = await err(a.client.compensate({ couponId: '', requestId: '', orderId, reason: 'refund' }));
+    const refused = await rejection(a.client.compensate({ couponId: '', requestId: '', orderId, reason: 'refund' }));
     expect(refused?.code).toBe(status.FAILED_PRECONDITION);
     // The other item was given back; the order is still confirmed, so it can be compensated once repaired.
     expect((await a.client.getStock({ couponId: y })).level?.available).toBe(10n);

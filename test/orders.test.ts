@@ -18,6 +18,7 @@ import { orderItemRequestId } from '../src/domain/ids.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { spawnTs } from './support/processes.js';
 import { ledgerFigures, settled, sleep, waitFor } from './support/settlement.js';
+import { rejection } from './support/rejection.js';
 
 /** Short enough that a commit always extends the item holds first (the path a slow order takes). */
 const ORDER_ENV = { SHARDSTOCK_ORDER_COMMIT_MARGIN_MS: '1000', SHARDSTOCK_ORDER_SWEEP_MS: '200', SHARDSTOCK_HOLD_SWEEP_MS: '100' };
@@ -36,12 +37,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([a?.close(), b?.close()]);
 });
-
-const err = (p: Promise<unknown>) =>
-  p.then(
-    () => null,
-    (e: ServiceError) => e,
-  );
 
 async function coupons(prefix: string, stocks: number[], shardCount = 4): Promise<string[]> {
   const ids = stocks.map((_, i) => uniqueId(`${prefix}${i}`));
@@ -112,7 +107,7 @@ describe('orders', () => {
     ]);
     const again = await b.client.deductOrder({ requestId: 'o-d', userId: 'u1', items });
     expect([again.outcome, again.replayed]).toEqual([OrderOutcome.DEDUCTED, true]);
-    expect((await err(a.client.deductOrder({ requestId: 'o-d', userId: 'u1', items: items.slice(0, 1) })))?.code).toBe(
+    expect((await rejection(a.client.deductOrder({ requestId: 'o-d', userId: 'u1', items: items.slice(0, 1) })))?.code).toBe(
       status.FAILED_PRECONDITION,
     );
 
@@ -179,7 +174,7 @@ describe('orders', () => {
     }
 
     // Bad input names the field.
-    const bad = await err(a.client.deductOrder({ requestId: 'o-x', userId: 'u1', items: [items[0]!, items[0]!] }));
+    const bad = await rejection(a.client.deductOrder({ requestId: 'o-x', userId: 'u1', items: [items[0]!, items[0]!] }));
     expect([bad?.code, bad?.details]).toEqual([status.INVALID_ARGUMENT, expect.stringMatching(/^items\[1\]\.coupon_id/)]);
     const cases: [Parameters<TestApp['client']['deductOrder']>[0], status, RegExp][] = [
       [{ requestId: 'o-x', userId: 'u1', items: [] }, status.INVALID_ARGUMENT, /^items:/],
@@ -205,7 +200,7 @@ describe('orders', () => {
       ],
     ];
     for (const [req, code, message] of cases) {
-      const e = await err(a.client.deductOrder(req));
+      const e = await rejection(a.client.deductOrder(req));
       expect(
         [e?.code, e?.details],
         JSON.stringify(req, (_, v) => (typeof v === 'bigint' ? String(v) : v)),
