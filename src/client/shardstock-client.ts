@@ -48,7 +48,15 @@ import type {
 import { ShardstockCallError, PlaintextTokenError } from './call-error.js';
 import { createInventoryClient, type CallOptions as AttemptOptions } from './grpc-client.js';
 import { isLoopbackTarget } from './loopback.js';
-import { Code, DEFAULT_RETRY_POLICY, decideRetry, parseRetryAfter, type AttemptFailure, type RetryPolicy } from './retry-policy.js';
+import {
+  backoffMs,
+  Code,
+  DEFAULT_RETRY_POLICY,
+  decideRetry,
+  parseRetryAfter,
+  type AttemptFailure,
+  type RetryPolicy,
+} from './retry-policy.js';
 
 type Pem = string | Buffer;
 
@@ -144,9 +152,10 @@ export interface ShardstockClient {
   /** All-or-nothing orders; `requestId` (the order's id) is made when not given and returned. Retried with it. */
   reserveOrder(req: Req<typeof ReserveOrderRequestSchema>, o?: CallOptions): Promise<ReserveOrderResponse & Attempted>;
   deductOrder(req: Req<typeof DeductOrderRequestSchema>, o?: CallOptions): Promise<DeductOrderResponse & Attempted>;
-  /** The current level, then every change. A stream broken by a transport failure is opened again (its
-   * first message is the level at that moment, so nothing is missed for a level view); `deadlineMs` is
-   * ignored unless given per call. Stop by leaving the loop or aborting the signal. */
+  /** The current level, then every change. A stream broken by a transport failure, or ended OK by the server
+   * (its stream lifetime, a shutdown), is opened again (its first message is the level at that moment, so
+   * nothing is missed for a level view); `deadlineMs` is ignored unless given per call, and then bounds the
+   * whole watch, reconnections included. Stop by leaving the loop or aborting the signal. */
   watchStock(req: Req<typeof WatchStockRequestSchema>, o?: CallOptions): AsyncIterable<WatchStockResponse>;
   /** Closes the channel. */
   close(): void;
@@ -346,22 +355,33 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
       const signal = o?.signal;
       const metadata = headers(undefined, o?.metadata);
       const call = { method: 'WatchStock', requestId: undefined };
+      // A per-call deadline bounds the whole watch: each stream opened again gets only what is left of it.
+      const deadlineAt = o?.deadlineMs ? Date.now() + o.deadlineMs : Number.POSITIVE_INFINITY;
       return (async function* () {
         let failures = 0;
+        // Streams in a row that the server ended OK before their first level (an instance shutting down).
+        let emptyEnds = 0;
+        let last: grpc.ServiceError | undefined;
         for (;;) {
+          const left = deadlineAt - Date.now();
+          if (left <= 0) throw gaveUp({ ...call, attempts: failures, reason: 'deadline', inDoubt: false, last, cause: last });
+          let got = false;
           try {
-            for await (const m of raw.watchStock(req, { metadata, signal, deadlineMs: o?.deadlineMs })) {
+            const deadlineMs = Number.isFinite(left) ? left : undefined;
+            for await (const m of raw.watchStock(req, { metadata, signal, deadlineMs })) {
               failures = 0;
+              emptyEnds = 0;
+              got = true;
               yield m;
             }
-            return;
           } catch (err) {
             if (!isServiceError(err)) throw err;
+            last = err;
             if (signal?.aborted)
               throw gaveUp({ ...call, attempts: failures + 1, reason: 'cancelled', inDoubt: false, last: err, cause: signal.reason });
             failures++;
             const f = { code: err.code, retryAfterMs: parseRetryAfter(err.metadata?.get('retry-after-ms')[0]), attemptTimedOut: false };
-            const d = decideRetry(f, failures, Number.POSITIVE_INFINITY, policy);
+            const d = decideRetry(f, failures, deadlineAt - Date.now(), policy);
             if (!d.retry) throw gaveUp({ ...call, attempts: failures, reason: d.reason, inDoubt: false, last: err, cause: err });
             options.onRetry?.({
               method: 'WatchStock',
@@ -373,7 +393,15 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
               delayMs: d.delayMs,
             });
             await sleep(d.delayMs, signal);
+            continue;
           }
+          // An OK end is the server asking for a new stream (its lifetime ran out, the instance is shutting
+          // down): open one, wherever the address leads now. Ends without a level back off, and after
+          // maxAttempts of them in a row the watch ends as the server ended it.
+          if (signal?.aborted) return;
+          if (!got) emptyEnds++;
+          if (emptyEnds >= policy.maxAttempts) return;
+          await sleep(Math.ceil(backoffMs(emptyEnds + 1, policy)), signal);
         }
       })();
     },
