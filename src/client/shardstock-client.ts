@@ -157,7 +157,8 @@ export interface ShardstockClient {
    * nothing is missed for a level view); `deadlineMs` is ignored unless given per call, and then bounds the
    * whole watch, reconnections included. Stop by leaving the loop or aborting the signal. */
   watchStock(req: Req<typeof WatchStockRequestSchema>, o?: CallOptions): AsyncIterable<WatchStockResponse>;
-  /** Closes the channel. */
+  /** Closes the channel: open watches end CANCELLED (`the client was closed`), and so do calls waiting to
+   * retry; an attempt in flight still ends with its answer. */
   close(): void;
 }
 
@@ -184,15 +185,16 @@ const IN_DOUBT_CODES: ReadonlySet<number> = new Set([
   Code.UNAVAILABLE,
 ]);
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** Waits `ms`, or until one of the signals aborts. */
+function sleep(ms: number, ...signals: (AbortSignal | undefined)[]): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
+      for (const s of signals) s?.removeEventListener('abort', done);
       resolve();
     };
     const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
+    for (const s of signals) s?.addEventListener('abort', done, { once: true });
   });
 }
 
@@ -205,6 +207,8 @@ interface GiveUp {
   requestId: string | undefined;
   attempts: number;
   reason: ShardstockCallError['reason'];
+  /** Why a cancelled call was cancelled, when not by the caller's signal. */
+  cancelledBy?: string | undefined;
   inDoubt: boolean;
   /** The last attempt's failure; its status is the call's (except when the caller cancelled). */
   last: grpc.ServiceError | undefined;
@@ -216,7 +220,7 @@ function gaveUp(g: GiveUp): ShardstockCallError {
   return new ShardstockCallError({
     method: g.method,
     code: cancelled ? Code.CANCELLED : (g.last?.code ?? Code.DEADLINE_EXCEEDED),
-    details: cancelled ? 'cancelled by the caller' : (g.last?.details ?? 'deadline exceeded before the first attempt'),
+    details: cancelled ? (g.cancelledBy ?? 'cancelled by the caller') : (g.last?.details ?? 'deadline exceeded before the first attempt'),
     metadata: cancelled ? undefined : g.last?.metadata,
     requestId: g.requestId,
     attempts: g.attempts,
@@ -236,6 +240,11 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
     credentialsFor(options.tls),
   );
   const policy: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...options.retry };
+  // close() ends what would outlive the channel: grpc-js leaves a call running when its channel closes, so a
+  // watch would stream on (and hold its server-side stream) for ever; retry waits end too. A unary attempt in
+  // flight still ends with its answer.
+  const closing = new AbortController();
+  const closedBy = 'the client was closed';
   const defaultDeadlineMs = options.deadlineMs ?? 10_000;
 
   const headers = (requestId: string | undefined, extra: Record<string, string> | undefined): Record<string, string> => ({
@@ -260,6 +269,8 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
     let last: grpc.ServiceError | undefined;
     for (let attempt = 1; ; attempt++) {
       if (signal?.aborted) throw gaveUp({ ...call, attempts: attempt - 1, reason: 'cancelled', inDoubt, last, cause: signal.reason });
+      if (closing.signal.aborted)
+        throw gaveUp({ ...call, attempts: attempt - 1, reason: 'cancelled', cancelledBy: closedBy, inDoubt, last, cause: last });
       const left = deadlineAt - Date.now();
       if (left <= 0) throw gaveUp({ ...call, attempts: attempt - 1, reason: 'deadline', inDoubt, last, cause: last });
       const attemptMs = options.attemptTimeoutMs ? Math.min(left, options.attemptTimeoutMs) : left;
@@ -289,7 +300,7 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
           retryAfterMs: f.retryAfterMs,
           delayMs: d.delayMs,
         });
-        await sleep(d.delayMs, signal);
+        await sleep(d.delayMs, signal, closing.signal);
       }
     }
   }
@@ -352,7 +363,8 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
       );
     },
     watchStock(req, o) {
-      const signal = o?.signal;
+      const signal = o?.signal ? AbortSignal.any([o.signal, closing.signal]) : closing.signal;
+      const cancelledBy = () => (closing.signal.aborted ? closedBy : undefined);
       const metadata = headers(undefined, o?.metadata);
       const call = { method: 'WatchStock', requestId: undefined };
       // A per-call deadline bounds the whole watch: each stream opened again gets only what is left of it.
@@ -365,6 +377,16 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
         for (;;) {
           const left = deadlineAt - Date.now();
           if (left <= 0) throw gaveUp({ ...call, attempts: failures, reason: 'deadline', inDoubt: false, last, cause: last });
+          if (signal.aborted)
+            throw gaveUp({
+              ...call,
+              attempts: failures,
+              reason: 'cancelled',
+              cancelledBy: cancelledBy(),
+              inDoubt: false,
+              last,
+              cause: signal.reason,
+            });
           let got = false;
           try {
             const deadlineMs = Number.isFinite(left) ? left : undefined;
@@ -378,7 +400,15 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
             if (!isServiceError(err)) throw err;
             last = err;
             if (signal?.aborted)
-              throw gaveUp({ ...call, attempts: failures + 1, reason: 'cancelled', inDoubt: false, last: err, cause: signal.reason });
+              throw gaveUp({
+                ...call,
+                attempts: failures + 1,
+                reason: 'cancelled',
+                cancelledBy: cancelledBy(),
+                inDoubt: false,
+                last: err,
+                cause: signal.reason,
+              });
             failures++;
             const f = { code: err.code, retryAfterMs: parseRetryAfter(err.metadata?.get('retry-after-ms')[0]), attemptTimedOut: false };
             const d = decideRetry(f, failures, deadlineAt - Date.now(), policy);
@@ -405,6 +435,9 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
         }
       })();
     },
-    close: () => raw.close(),
+    close: () => {
+      closing.abort();
+      raw.close();
+    },
   };
 }
