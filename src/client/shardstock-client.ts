@@ -399,7 +399,7 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
           } catch (err) {
             if (!isServiceError(err)) throw err;
             last = err;
-            if (signal?.aborted)
+            if (signal.aborted)
               throw gaveUp({
                 ...call,
                 attempts: failures + 1,
@@ -428,7 +428,7 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
           // An OK end is the server asking for a new stream (its lifetime ran out, the instance is shutting
           // down): open one, wherever the address leads now. Ends without a level back off, and after
           // maxAttempts of them in a row the watch ends as the server ended it.
-          if (signal?.aborted) return;
+          if (signal.aborted) return;
           if (!got) emptyEnds++;
           if (emptyEnds >= policy.maxAttempts) return;
           await sleep(Math.ceil(backoffMs(emptyEnds + 1, policy)), signal);
