@@ -48,7 +48,15 @@ import type {
 import { ShardstockCallError, PlaintextTokenError } from './call-error.js';
 import { createInventoryClient, type CallOptions as AttemptOptions } from './grpc-client.js';
 import { isLoopbackTarget } from './loopback.js';
-import { Code, DEFAULT_RETRY_POLICY, decideRetry, parseRetryAfter, type AttemptFailure, type RetryPolicy } from './retry-policy.js';
+import {
+  backoffMs,
+  Code,
+  DEFAULT_RETRY_POLICY,
+  decideRetry,
+  parseRetryAfter,
+  type AttemptFailure,
+  type RetryPolicy,
+} from './retry-policy.js';
 
 type Pem = string | Buffer;
 
@@ -144,11 +152,13 @@ export interface ShardstockClient {
   /** All-or-nothing orders; `requestId` (the order's id) is made when not given and returned. Retried with it. */
   reserveOrder(req: Req<typeof ReserveOrderRequestSchema>, o?: CallOptions): Promise<ReserveOrderResponse & Attempted>;
   deductOrder(req: Req<typeof DeductOrderRequestSchema>, o?: CallOptions): Promise<DeductOrderResponse & Attempted>;
-  /** The current level, then every change. A stream broken by a transport failure is opened again (its
-   * first message is the level at that moment, so nothing is missed for a level view); `deadlineMs` is
-   * ignored unless given per call. Stop by leaving the loop or aborting the signal. */
+  /** The current level, then every change. A stream broken by a transport failure, or ended OK by the server
+   * (its stream lifetime, a shutdown), is opened again (its first message is the level at that moment, so
+   * nothing is missed for a level view); `deadlineMs` is ignored unless given per call, and then bounds the
+   * whole watch, reconnections included. Stop by leaving the loop or aborting the signal. */
   watchStock(req: Req<typeof WatchStockRequestSchema>, o?: CallOptions): AsyncIterable<WatchStockResponse>;
-  /** Closes the channel. */
+  /** Closes the channel: open watches end CANCELLED (`the client was closed`), and so do calls waiting to
+   * retry; an attempt in flight still ends with its answer. */
   close(): void;
 }
 
@@ -175,15 +185,16 @@ const IN_DOUBT_CODES: ReadonlySet<number> = new Set([
   Code.UNAVAILABLE,
 ]);
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** Waits `ms`, or until one of the signals aborts. */
+function sleep(ms: number, ...signals: (AbortSignal | undefined)[]): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
+      for (const s of signals) s?.removeEventListener('abort', done);
       resolve();
     };
     const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
+    for (const s of signals) s?.addEventListener('abort', done, { once: true });
   });
 }
 
@@ -196,6 +207,8 @@ interface GiveUp {
   requestId: string | undefined;
   attempts: number;
   reason: ShardstockCallError['reason'];
+  /** Why a cancelled call was cancelled, when not by the caller's signal. */
+  cancelledBy?: string | undefined;
   inDoubt: boolean;
   /** The last attempt's failure; its status is the call's (except when the caller cancelled). */
   last: grpc.ServiceError | undefined;
@@ -207,7 +220,7 @@ function gaveUp(g: GiveUp): ShardstockCallError {
   return new ShardstockCallError({
     method: g.method,
     code: cancelled ? Code.CANCELLED : (g.last?.code ?? Code.DEADLINE_EXCEEDED),
-    details: cancelled ? 'cancelled by the caller' : (g.last?.details ?? 'deadline exceeded before the first attempt'),
+    details: cancelled ? (g.cancelledBy ?? 'cancelled by the caller') : (g.last?.details ?? 'deadline exceeded before the first attempt'),
     metadata: cancelled ? undefined : g.last?.metadata,
     requestId: g.requestId,
     attempts: g.attempts,
@@ -227,6 +240,11 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
     credentialsFor(options.tls),
   );
   const policy: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...options.retry };
+  // close() ends what would outlive the channel: grpc-js leaves a call running when its channel closes, so a
+  // watch would stream on (and hold its server-side stream) for ever; retry waits end too. A unary attempt in
+  // flight still ends with its answer.
+  const closing = new AbortController();
+  const closedBy = 'the client was closed';
   const defaultDeadlineMs = options.deadlineMs ?? 10_000;
 
   const headers = (requestId: string | undefined, extra: Record<string, string> | undefined): Record<string, string> => ({
@@ -251,6 +269,8 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
     let last: grpc.ServiceError | undefined;
     for (let attempt = 1; ; attempt++) {
       if (signal?.aborted) throw gaveUp({ ...call, attempts: attempt - 1, reason: 'cancelled', inDoubt, last, cause: signal.reason });
+      if (closing.signal.aborted)
+        throw gaveUp({ ...call, attempts: attempt - 1, reason: 'cancelled', cancelledBy: closedBy, inDoubt, last, cause: last });
       const left = deadlineAt - Date.now();
       if (left <= 0) throw gaveUp({ ...call, attempts: attempt - 1, reason: 'deadline', inDoubt, last, cause: last });
       const attemptMs = options.attemptTimeoutMs ? Math.min(left, options.attemptTimeoutMs) : left;
@@ -280,7 +300,7 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
           retryAfterMs: f.retryAfterMs,
           delayMs: d.delayMs,
         });
-        await sleep(d.delayMs, signal);
+        await sleep(d.delayMs, signal, closing.signal);
       }
     }
   }
@@ -343,25 +363,55 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
       );
     },
     watchStock(req, o) {
-      const signal = o?.signal;
+      const signal = o?.signal ? AbortSignal.any([o.signal, closing.signal]) : closing.signal;
+      const cancelledBy = () => (closing.signal.aborted ? closedBy : undefined);
       const metadata = headers(undefined, o?.metadata);
       const call = { method: 'WatchStock', requestId: undefined };
+      // A per-call deadline bounds the whole watch: each stream opened again gets only what is left of it.
+      const deadlineAt = o?.deadlineMs ? Date.now() + o.deadlineMs : Number.POSITIVE_INFINITY;
       return (async function* () {
         let failures = 0;
+        // Streams in a row that the server ended OK before their first level (an instance shutting down).
+        let emptyEnds = 0;
+        let last: grpc.ServiceError | undefined;
         for (;;) {
+          const left = deadlineAt - Date.now();
+          if (left <= 0) throw gaveUp({ ...call, attempts: failures, reason: 'deadline', inDoubt: false, last, cause: last });
+          if (signal.aborted)
+            throw gaveUp({
+              ...call,
+              attempts: failures,
+              reason: 'cancelled',
+              cancelledBy: cancelledBy(),
+              inDoubt: false,
+              last,
+              cause: signal.reason,
+            });
+          let got = false;
           try {
-            for await (const m of raw.watchStock(req, { metadata, signal, deadlineMs: o?.deadlineMs })) {
+            const deadlineMs = Number.isFinite(left) ? left : undefined;
+            for await (const m of raw.watchStock(req, { metadata, signal, deadlineMs })) {
               failures = 0;
+              emptyEnds = 0;
+              got = true;
               yield m;
             }
-            return;
           } catch (err) {
             if (!isServiceError(err)) throw err;
-            if (signal?.aborted)
-              throw gaveUp({ ...call, attempts: failures + 1, reason: 'cancelled', inDoubt: false, last: err, cause: signal.reason });
+            last = err;
+            if (signal.aborted)
+              throw gaveUp({
+                ...call,
+                attempts: failures + 1,
+                reason: 'cancelled',
+                cancelledBy: cancelledBy(),
+                inDoubt: false,
+                last: err,
+                cause: signal.reason,
+              });
             failures++;
             const f = { code: err.code, retryAfterMs: parseRetryAfter(err.metadata?.get('retry-after-ms')[0]), attemptTimedOut: false };
-            const d = decideRetry(f, failures, Number.POSITIVE_INFINITY, policy);
+            const d = decideRetry(f, failures, deadlineAt - Date.now(), policy);
             if (!d.retry) throw gaveUp({ ...call, attempts: failures, reason: d.reason, inDoubt: false, last: err, cause: err });
             options.onRetry?.({
               method: 'WatchStock',
@@ -373,10 +423,21 @@ export function createShardstockClient(options: ShardstockClientOptions): Shards
               delayMs: d.delayMs,
             });
             await sleep(d.delayMs, signal);
+            continue;
           }
+          // An OK end is the server asking for a new stream (its lifetime ran out, the instance is shutting
+          // down): open one, wherever the address leads now. Ends without a level back off, and after
+          // maxAttempts of them in a row the watch ends as the server ended it.
+          if (signal.aborted) return;
+          if (!got) emptyEnds++;
+          if (emptyEnds >= policy.maxAttempts) return;
+          await sleep(Math.ceil(backoffMs(emptyEnds + 1, policy)), signal);
         }
       })();
     },
-    close: () => raw.close(),
+    close: () => {
+      closing.abort();
+      raw.close();
+    },
   };
 }
