@@ -1,6 +1,8 @@
 --[[
   ExtendHold: moves an open hold's expiry to now + ttlMs on the Redis server's clock, unless it has expired
-  already (then the sweeper, or a Confirm/Release, gives it back).
+  already (then the sweeper, or a Confirm/Release, gives it back). A hold made before a recovery rebuilt its shard
+  (lua/includes/hold-record.lua rebuiltSince) can never be confirmed: it ends here as expired, as a Confirm or
+  Release of it would, without giving anything back.
 
   KEYS[1] shard hash        <ns>:{<tag>}:shard
   KEYS[2..4] record hashes  <ns>:{<tag>}:rq:<bucket>  buckets first .. first + 2
@@ -41,6 +43,12 @@ if h.st == 'x' then return { 5 } end
 if h.st == 'r' then return { 6 } end
 local now = serverNowMs()
 if h.e <= now then return { 5 } end
+if rebuiltSince(shardKey, h) then
+  redis.call('ZREM', holdsKey, requestId .. '|' .. h.u)
+  h.st = 'x'
+  redis.call('HSET', KEYS[2 + at], field, packHold(h))
+  return { 5 }
+end
 h.e = math.min(now + ttlMs, tonumber(h.t) + tonumber(ARGV[4]) * 500)
 redis.call('HSET', KEYS[2 + at], field, packHold(h))
 redis.call('ZADD', holdsKey, h.e, requestId .. '|' .. h.u)

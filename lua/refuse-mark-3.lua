@@ -10,7 +10,9 @@
   ARGV[3] firstBucket       bucket of KEYS[1]
 
   Returns
-    1  marked
+    1  marked (or marked before)
+    2  marked now, but the deduction had been compensated before the mark: that Compensate found no mark and
+       put its units back on sale, which the caller must take away again (it asks for a repair of the coupon)
     0  no record (expired or lost)
    -8  the caller's clock is too far off the server's (lua/includes/buckets.lua): nothing changed
 ]]
@@ -21,7 +23,9 @@ local packed, at = findField(1, field)
 if not packed then return 0 end
 local rec = unpackRecord(packed)
 if not hasFlag(rec, 'x') then
+  local givenBack = hasFlag(rec, 'c')
   rec.f = rec.f .. 'x'
   redis.call('HSET', KEYS[1 + at], field, packRecord(rec))
+  if givenBack then return 2 end
 end
 return 1

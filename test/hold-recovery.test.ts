@@ -3,7 +3,7 @@
 // units back on sale and the lost holds answer NOT_FOUND (never confirmed, never doubled); a hold that outlived
 // its shard's hash (the hash alone evicted) ends as expired without giving its units back a second time.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfirmOutcome, ReleaseOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { ConfirmOutcome, ExtendOutcome, ReleaseOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { parseHoldId } from '../src/domain/holds.js';
 import { homeShard, shardRef } from '../src/domain/routing.js';
 import { firstBucket } from '../src/redis/keys.js';
@@ -91,5 +91,23 @@ describe('holds and recovery', () => {
     const after = await a.client.reconcile({ couponId: id });
     expect([after.consistent, after.redisAvailable, after.redisDrift]).toEqual([true, 50n, 0n]);
     expect(homeShard(coupon, parseHoldId(stale[0]!).requestId, '')).toBe(shard);
+  });
+
+  it('when a hold outlived its shard hash, then ExtendHold answers EXPIRED like Confirm and Release, never EXTENDED', async () => {
+    const id = uniqueId('hrx');
+    await a.client.createCoupon({ couponId: id, totalStock: 20n, shardCount: 2 });
+    const coupon = (await a.app.repo.find(id))!;
+    const [holdId] = await holdsOn(id, 1, 'x');
+    const shard = parseHoldId(holdId!).shard;
+    await a.app.redis.del(a.app.store.keys(shardRef(coupon, shard)).shard);
+    expect((await a.client.reconcile({ couponId: id, repair: true })).repair!.rebuiltShards).toEqual([shard]);
+    const target = { case: 'holdId' as const, value: holdId! };
+    // It can never be confirmed (its units are part of the rebuilt stock): an extension would be a false promise,
+    // and an order would commit on it, confirm its other items and then give them back.
+    const extended = await a.client.extendHold({ target, ttlMs: 600_000 });
+    expect(ExtendOutcome[extended.outcome]).toBe('EXPIRED');
+    expect((await a.client.confirm({ target })).outcome).toBe(ConfirmOutcome.EXPIRED);
+    const after = await a.client.reconcile({ couponId: id });
+    expect([after.consistent, after.redisAvailable, after.redisHeld]).toEqual([true, 20n, 0n]);
   });
 });

@@ -99,8 +99,8 @@ describe('bucketed request records', () => {
     expect(await s.recordRead(shard, 'kept')).toMatchObject({ userId: 'u1', quantity: 1 });
     expect(await s.recordRead(shard, 'back')).toMatchObject({ userId: 'u3', quantity: 4, compensated: true, deductedAt: occurredAt });
     expect(await s.deduct(shard, input('back', 'u3', 4), [], '', 1)).toEqual({ kind: 'replay', remaining: 0, compensated: true });
-    expect(await s.refuseMark(shard, 'kept')).toBe(true);
-    expect(await s.refuseMark(shard, 'never')).toBe(false);
+    expect(await s.refuseMark(shard, 'kept')).toBe('marked');
+    expect(await s.refuseMark(shard, 'never')).toBe('gone');
     expect(await s.recordRead(shard, 'kept')).toMatchObject({ refused: true, compensated: false });
   });
 

@@ -17,6 +17,14 @@ export interface RefusedDeduction extends LedgerDeduction {
   compensated: boolean;
 }
 
+/** An event in flight as the user counts need it (settlement/event.ts SettlementEvent has these fields). */
+export interface InFlightUnits {
+  kind: 'D' | 'C';
+  requestId: string;
+  userId: string;
+  quantity: number;
+}
+
 export class RecoveryRepository {
   constructor(private readonly orm: MikroORM) {}
 
@@ -116,17 +124,38 @@ export class RecoveryRepository {
     }));
   }
 
-  /** Units each user holds of the coupon by the ledger: deducted minus compensated, over the coupon's life. */
-  async userHoldings(couponId: string): Promise<Map<string, number>> {
-    const rows = await this.orm.em
-      .fork()
-      .getConnection()
-      .execute<{ user_id: string; held: string | number }[]>(
+  /**
+   * Units each user holds of the coupon: deducted minus compensated by the ledger, over the coupon's life, plus
+   * the events given (read in flight: outbox, stream) that the ledger does not have. Both from one snapshot: an
+   * event can be in flight and settled at once (published and settled, not yet deleted from the outbox or the
+   * stream, or settled since it was read), and counted from both sides a settled compensation let its buyer
+   * past the limit.
+   */
+  async userHoldings(couponId: string, inFlight: InFlightUnits[] = []): Promise<Map<string, number>> {
+    return this.orm.em.fork().transactional(async (em) => {
+      const rows = await em.execute<{ user_id: string; held: string | number }[]>(
         `select user_id, sum(case when kind = 'DEDUCT' then quantity else -quantity end) as held from stock_ledger
           where coupon_id = ? and kind in ('DEDUCT', 'COMPENSATE') and user_id is not null and user_id <> '' group by user_id`,
         [couponId],
       );
-    return new Map(rows.map((r) => [r.user_id, Number(r.held)]));
+      const held = new Map(rows.map((r) => [r.user_id, Number(r.held)]));
+      const ids = [...new Set(inFlight.map((e) => e.requestId))];
+      const settled = new Set<string>();
+      for (let i = 0; i < ids.length; i += 1000) {
+        const part = ids.slice(i, i + 1000);
+        const found = await em.execute<{ request_id: string; kind: string }[]>(
+          `select request_id, kind from stock_ledger where coupon_id = ? and kind in ('DEDUCT', 'COMPENSATE')
+            and request_id in (${part.map(() => '?').join(', ')})`,
+          [couponId, ...part],
+        );
+        for (const f of found) settled.add(`${f.kind === 'DEDUCT' ? 'D' : 'C'}|${f.request_id}`);
+      }
+      for (const e of inFlight) {
+        if (!e.userId || settled.has(`${e.kind}|${e.requestId}`)) continue;
+        held.set(e.userId, (held.get(e.userId) ?? 0) + (e.kind === 'D' ? e.quantity : -e.quantity));
+      }
+      return held;
+    });
   }
 
   /** One REPAIR row: `units` added to Redis (negative: taken away), with the reason. */

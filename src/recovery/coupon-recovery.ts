@@ -339,11 +339,12 @@ export class CouponRecoveryService implements CouponRecovery {
 
     let users = 0;
     if (coupon.perUserLimit > 0) {
-      const held = await this.d.recoveryRepo.userHoldings(coupon.id);
-      for (const e of inFlight) {
-        if (!e.userId || refused.has(eventId(e))) continue;
-        held.set(e.userId, (held.get(e.userId) ?? 0) + (e.kind === 'D' ? e.quantity : -e.quantity));
-      }
+      // The events in flight the ledger does not have yet (read with it, so none counts twice); a refused
+      // deduction and its compensation never reach the ledger and are counted below, while outstanding.
+      const held = await this.d.recoveryRepo.userHoldings(
+        coupon.id,
+        inFlight.filter((e) => !refused.has(eventId(e))),
+      );
       // The buyer of a refused deduction holds its units (Redis counted them) until it is compensated.
       for (const r of refusals.outstanding) if (r.userId) held.set(r.userId, (held.get(r.userId) ?? 0) + r.quantity);
       const perUserShard = new Map<number, Map<string, number>>();

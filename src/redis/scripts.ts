@@ -30,6 +30,10 @@ export type PauseResult = { kind: 'paused'; shard: LiveShard } | { kind: 'missin
  * shard holding the claims is gone. */
 export type ClaimReply = string | null | 'missing';
 
+/** What refuse-mark-3.lua did: marked; marked, but a Compensate before the mark had put the units back on sale;
+ * or nothing, the record being gone (expired or lost). */
+export type RefuseMarkResult = 'marked' | 'given_back' | 'gone';
+
 /** One request record to put back (record-restore-3.lua). */
 export interface RecordToRestore {
   requestId: string;
@@ -578,12 +582,12 @@ export class Scripts {
     return r === 1;
   }
 
-  /** refuse-mark-3.lua: false when the record is gone. */
-  async refuseMark(shard: ShardRef, requestId: string): Promise<boolean> {
+  /** refuse-mark-3.lua: 'given_back' when a Compensate before the mark put the units back on sale. */
+  async refuseMark(shard: ShardRef, requestId: string): Promise<RefuseMarkResult> {
     const [r0, r1, r2, first] = this.buckets(this.keys(shard), 'records', this.clock());
     const r = Number(await this.fn.refuseMark(r0, r1, r2, recordField(requestId), this.windowS, first));
     if (r === -8) throw clockSkew();
-    return r === 1;
+    return r === 2 ? 'given_back' : r === 1 ? 'marked' : 'gone';
   }
 
   /** order-open-1.lua: created, the existing record's fields (HGETALL), or the field a reuse differs in. */

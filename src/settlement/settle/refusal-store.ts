@@ -3,11 +3,12 @@
 import type { Cluster } from 'ioredis';
 import type { ShardRef } from '../../domain/ports.js';
 import type { ReplicaAck } from '../../redis/replica-ack.js';
-import { Scripts } from '../../redis/scripts.js';
+import { type RefuseMarkResult, Scripts } from '../../redis/scripts.js';
 
 export interface RefusalStore {
-  /** false: the request record is gone (expired or lost); nothing to mark. */
-  markRefused(shard: ShardRef, requestId: string): Promise<boolean>;
+  /** 'gone': the request record is gone (expired or lost), nothing to mark. 'given_back': a Compensate that ran
+   * before the mark found none and put the units back on sale; they must be taken away again (a repair). */
+  markRefused(shard: ShardRef, requestId: string): Promise<RefuseMarkResult>;
 }
 
 export class RedisRefusalStore implements RefusalStore {
@@ -22,10 +23,10 @@ export class RedisRefusalStore implements RefusalStore {
     this.scripts = new Scripts(redis, namespace, windowS);
   }
 
-  async markRefused(shard: ShardRef, requestId: string): Promise<boolean> {
+  async markRefused(shard: ShardRef, requestId: string): Promise<RefuseMarkResult> {
     const marked = await this.scripts.refuseMark(shard, requestId);
     // Acknowledged in MySQL as handled once this returns: the mark must survive a failover like a Deduct.
-    if (marked && this.replicaAck) await this.replicaAck.afterWrite(this.scripts.keys(shard).shard);
+    if (marked !== 'gone' && this.replicaAck) await this.replicaAck.afterWrite(this.scripts.keys(shard).shard);
     return marked;
   }
 }

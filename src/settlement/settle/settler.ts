@@ -386,7 +386,11 @@ export class Settler {
       );
       this.d.repair?.(coupon.id, `settlement refused ${id}`);
     }
-    if (e.shard < coupon.shardCount) await this.d.refusals.markRefused(shardRef(coupon, e.shard), e.requestId);
+    const marked = e.shard < coupon.shardCount ? await this.d.refusals.markRefused(shardRef(coupon, e.shard), e.requestId) : 'gone';
+    // Compensated before the mark (a mark that failed and waited for this redelivery leaves time for it): that
+    // Compensate put the units back on sale, and the repair asked for above may have run before it. Another one
+    // takes them away (the bound leaves a refused deduction and its compensation out), or the unit sells again.
+    if (marked === 'given_back') this.d.repair?.(coupon.id, `settlement refused ${id}, compensated before the refusal mark`);
     this.holds.release(e);
     i.ref.ack();
   }
