@@ -121,4 +121,43 @@ describe('JetStream loses published events', () => {
     expect(end.redisDrift).toBe(-8n);
     expect(end.consistent).toBe(false);
   });
+
+  it('when NATS comes back on an empty store under a running instance, then later deductions are still relayed and settled', async () => {
+    const port = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), 'shardstock-nats-'));
+    let nats = await startNats(port, dir);
+    cleanups.push(() => {
+      nats.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const t = await startTestApp({
+      SHARDSTOCK_WORKERS: 'relay,settle',
+      SHARDSTOCK_NATS_URL: `nats://127.0.0.1:${port}`,
+      SHARDSTOCK_SWEEP_INTERVAL_MS: '200',
+    });
+    cleanups.push(() => t.close());
+    const id = uniqueId();
+    await t.client.createCoupon({ couponId: id, totalStock: 20n, shardCount: 2 });
+    for (let i = 0; i < 5; i++) await t.client.deduct({ couponId: id, requestId: `before-${i}`, quantity: 1n });
+    await waitFor(
+      'the first 5 to settle',
+      () => ledgerFigures(t.app, id),
+      (f) => f.deductRows === 5,
+      20_000,
+    );
+
+    nats = await restartEmpty(nats, port, dir);
+    for (let i = 0; i < 5; i++) await t.client.deduct({ couponId: id, requestId: `after-${i}`, quantity: 1n });
+    const f = await waitFor(
+      'the 5 after the restart to settle',
+      () => ledgerFigures(t.app, id),
+      (x) => x.deductRows === 10,
+      30_000,
+    ).catch(async (err: Error) => {
+      const r = await t.client.reconcile({ couponId: id });
+      throw new Error(`${err.message}; outbox ${r.outboxEvents}, jetstream ${r.jetstreamPending}`);
+    });
+    expect(f.remaining).toBe(10);
+    expect(f.duplicates).toBe(0);
+  });
 });
