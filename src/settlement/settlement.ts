@@ -19,6 +19,7 @@ import {
   type SettlementNames,
 } from './jetstream.js';
 import { InFlight } from './reconcile/in-flight.js';
+import { LostEvents } from './reconcile/lost-events.js';
 import { PeriodicReconciler, Reconciler } from './reconcile/reconciler.js';
 import type { OutboxStreams } from './relay/outbox.js';
 import type { OutboxWrites } from './relay/outbox-writes.js';
@@ -123,7 +124,8 @@ export class Settlement {
       { instanceId: options.instanceId, idempotencyWindowS: options.idempotencyWindowS },
     );
     this.repairs = new RepairScheduler(this.recovery, 500, d.log);
-    this.reconciler = new Reconciler(this.ledger, this.inFlight, this.recovery);
+    const lost = new LostEvents(d.recoveryStore, this.inFlight, this.ledger, d.publisher, d.log);
+    this.reconciler = new Reconciler(this.ledger, this.inFlight, this.recovery, lost);
   }
 
   async start(w: SettlementWorkersDeps): Promise<void> {
