@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { eventId, ledgerKey, moveCreditId, moveIdFor, moveRound, restockCreditId, unreadableEventId } from '../src/domain/ids.js';
+import { recordField, requestIdOfField } from '../src/redis/keys.js';
 import { fromOutboxEntry, fromOutboxFields, OUTBOX_FIELDS } from '../src/settlement/event.js';
 
 const lua = (file: string) => readFileSync(new URL(`../lua/${file}`, import.meta.url), 'utf8');
@@ -16,6 +17,14 @@ function xaddFields(): string[] {
 }
 
 describe('ids', () => {
+  it('when a request id is made a record field, then the field gives the id back', () => {
+    for (const id of ['r1', '0f8fad5b-d9cb-469f-a165-70867728950e', '0F8FAD5B-D9CB-469F-A165-70867728950E']) {
+      const f = recordField(id);
+      expect(requestIdOfField(typeof f === 'string' ? Buffer.from(f) : f)).toBe(id);
+    }
+    expect(recordField('0f8fad5b-d9cb-469f-a165-70867728950e')).toHaveLength(17);
+  });
+
   it('when ids are built, then they keep the formats already stored', () => {
     expect(eventId({ kind: 'D', couponId: 'c1', requestId: 'r1' })).toBe('D:c1:r1');
     expect(ledgerKey('C', 'r1')).toBe('C:r1');

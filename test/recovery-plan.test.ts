@@ -46,7 +46,10 @@ describe('recovery plan', () => {
           }
           const plan = planRecovery({ live, missing, bound, netDeducted, restore });
           const r = after(live, plan);
-          const cap = Math.max(0, bound);
+          // Units the live shards count as sold beyond what MySQL and the pipeline know never go back on sale.
+          const liveNet = live.reduce((sum, s) => sum + s.net, 0);
+          expect(plan.unrecorded).toBe(Math.max(0, liveNet - netDeducted));
+          const cap = Math.max(0, bound - plan.unrecorded);
           for (const v of r.avail.values()) expect(v).toBeGreaterThanOrEqual(0);
           for (const b of plan.rebuild) expect(b.available).toBeGreaterThanOrEqual(0);
           // Never above the bound, but for transit units it may not take.
@@ -63,7 +66,6 @@ describe('recovery plan', () => {
           if (!restore || missing.length > 0) for (const a of plan.adjust) expect(a.delta).toBeLessThan(0);
           // Missing shards take the net deductions live ones do not count.
           if (missing.length > 0) {
-            const liveNet = live.reduce((sum, s) => sum + s.net, 0);
             expect(plan.rebuild.reduce((sum, b) => sum + b.net, 0) + liveNet).toBe(netDeducted);
           }
         },
@@ -85,6 +87,22 @@ describe('recovery plan', () => {
       restore: false,
     });
     expect(plan.adjust).toEqual([{ index: 1, delta: -25 }]);
+  });
+
+  it('when live shards count 8 units sold that MySQL never received, then a repair gives none of them back', () => {
+    // 20 units, 8 sold on shard 0 whose events JetStream lost: MySQL still says 20 remain, nothing in flight.
+    const plan = planRecovery({
+      live: [
+        { index: 0, available: 2, inTransit: 0, net: 8 },
+        { index: 1, available: 10, inTransit: 0, net: 0 },
+      ],
+      missing: [],
+      bound: 20,
+      netDeducted: 0,
+      restore: true,
+    });
+    expect(plan.unrecorded).toBe(8);
+    expect(plan.adjust).toEqual([]);
   });
 
   it('when every shard is lost, then the whole bound is split over them and the net goes to the first', () => {

@@ -178,6 +178,12 @@ export class CouponRecoveryService implements CouponRecovery {
         restore,
       });
 
+      if (plan.unrecorded > 0)
+        this.d.log?.error(
+          { couponId, units: plan.unrecorded },
+          'recovery: Redis counts deductions that MySQL neither settled nor has in flight (events lost on the way); their units stay off sale',
+        );
+
       // Nothing is written before we know the pause held the whole time we were reading.
       for (const s of live) {
         const p = await this.d.store.pause(shards[s.index]!, token, this.holdMs, 'extend');
@@ -233,6 +239,7 @@ export class CouponRecoveryService implements CouponRecovery {
           missing.length > 0 ? `rebuilt shards ${missing.join(',')} with ${loaded} units` : '',
           lowered !== 0 ? `lowered a surplus of ${-lowered}` : '',
           restored !== 0 ? `restored ${restored} lost units` : '',
+          plan.unrecorded > 0 ? `${plan.unrecorded} units sold by deductions MySQL never received kept off sale` : '',
           `bound ${bound}`,
         ]
           .filter(Boolean)

@@ -9,6 +9,10 @@
 //   their way to another shard), largest first.
 // - With `restore` (a repair), live shards holding less than the bound get the difference back: units a bug
 //   or a lost credit destroyed. A rebuild alone never adds to live shards.
+// - Units the live shards count as sold (their net) beyond what MySQL and the pipeline know of were sold by
+//   deductions whose events were lost on the way (JetStream lost messages the relay had already removed from
+//   the outbox): MySQL's remaining still has them, so the bound is lowered by them. Without that a repair gave
+//   them back as "destroyed" units and they were sold twice (test/jetstream-loss.test.ts: 28 sold of 20).
 
 import { splitEvenly } from '../domain/routing.js';
 
@@ -36,15 +40,20 @@ export interface RecoveryPlan {
   /** Changes to live shards' available units (negative: taken away). */
   adjust: { index: number; delta: number }[];
   heldBefore: number;
+  /** Units the live shards count as sold that MySQL neither settled nor has on the way: kept off sale. */
+  unrecorded: number;
   /** Units the live shards hold above the bound that could not be taken (in transit, or in open holds): the
    * bound is met again once those moves land and sell, or those holds are confirmed. 0 almost always. */
   unreachableSurplus: number;
 }
 
 export function planRecovery(input: RecoveryInput): RecoveryPlan {
-  const bound = Math.max(0, input.bound);
+  const liveNet = input.live.reduce((sum, s) => sum + s.net, 0);
+  // Only the live shards' own count: with shards missing this may miss some, never invent any.
+  const unrecorded = Math.max(0, liveNet - input.netDeducted);
+  const bound = Math.max(0, input.bound - unrecorded);
   const held = input.live.reduce((sum, s) => sum + s.available + s.inTransit + (s.held ?? 0), 0);
-  const plan: RecoveryPlan = { rebuild: [], adjust: [], heldBefore: held, unreachableSurplus: 0 };
+  const plan: RecoveryPlan = { rebuild: [], adjust: [], heldBefore: held, unrecorded, unreachableSurplus: 0 };
 
   if (held > bound) {
     let surplus = held - bound;
@@ -61,7 +70,6 @@ export function planRecovery(input: RecoveryInput): RecoveryPlan {
   const room = Math.max(0, bound - held);
   if (input.missing.length > 0) {
     const split = splitEvenly(room, input.missing.length);
-    const liveNet = input.live.reduce((sum, s) => sum + s.net, 0);
     input.missing.forEach((index, i) => {
       // The coupon's net deductions not counted by a live shard go to the first rebuilt one, so that
       // total − Σnet stays the coupon's true remainder.

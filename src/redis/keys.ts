@@ -73,6 +73,13 @@ export function recordField(requestId: string): string | Buffer {
   return b;
 }
 
+/** The request id a field of the records or claims hashes stands for (the inverse of recordField). */
+export function requestIdOfField(field: Buffer): string {
+  if (field.length !== 17 || field[0] !== PACKED_UUID) return field.toString('utf8');
+  const h = field.toString('hex', 1);
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
 /** The text between the braces of one shard's keys. Coupon ids cannot contain `#` or `{}`, so tags never collide. */
 export function shardTag(couponId: string, index: number, salt: number): string {
   return `${couponId}#${index}.${salt}`;

@@ -3,6 +3,8 @@
 import type { Cluster } from 'ioredis';
 import type { ShardRef } from '../domain/ports.js';
 import { parseHold } from './hold-store.js';
+import { firstBucket, requestIdOfField } from './keys.js';
+import { type RequestRecord, unpackRecord } from './request-record.js';
 import type { ReplicaAck } from './replica-ack.js';
 import { type PauseResult, type RecordToRestore, Scripts } from './scripts.js';
 
@@ -21,10 +23,31 @@ export class RedisRecoveryStore {
   constructor(
     private readonly redis: Cluster,
     namespace: string,
-    windowS: number,
+    private readonly windowS: number,
     private readonly replicaAck?: ReplicaAck,
   ) {
     this.scripts = new Scripts(redis, namespace, windowS);
+  }
+
+  /** Every deduction recorded on the shard within the idempotency window (the three buckets a call reads),
+   * by request id; holds are left out. A plain scan: it writes nothing. */
+  async deductionRecords(shard: ShardRef): Promise<Map<string, RequestRecord>> {
+    const out = new Map<string, RequestRecord>();
+    const keys = this.scripts.keys(shard);
+    const first = firstBucket(Date.now(), this.windowS);
+    for (const key of [keys.records(first), keys.records(first + 1), keys.records(first + 2)]) {
+      let cursor = '0';
+      do {
+        const [next, flat] = await this.redis.hscanBuffer(key, cursor, 'COUNT', 1000);
+        cursor = next.toString();
+        for (let i = 0; i + 1 < flat.length; i += 2) {
+          const packed = flat[i + 1]!.toString('utf8');
+          // A deduction's record starts with its quantity; a hold's value with 'h'.
+          if (/^\d/.test(packed)) out.set(requestIdOfField(flat[i]!), unpackRecord(packed));
+        }
+      } while (cursor !== '0');
+    }
+    return out;
   }
 
   pause(shard: ShardRef, token: string, holdMs: number, mode: 'new' | 'extend'): Promise<PauseResult> {

@@ -93,6 +93,32 @@ export async function ensureSettlementStream(nc: NatsConnection, names: Settleme
   }
 }
 
+/**
+ * Creates the stream or its consumer again if either is gone (NATS back on an empty store, the stream deleted):
+ * without them every publish fails and the outbox grows until the instance restarts. Returns what was missing.
+ * Whatever the lost stream held is gone; Reconcile shows it as drift.
+ */
+export async function restoreSettlementStream(
+  nc: NatsConnection,
+  names: SettlementNames,
+  options: EnsureOptions,
+): Promise<'stream' | 'consumer' | undefined> {
+  const jsm = await nc.jetstreamManager();
+  const exists = (p: Promise<unknown>) =>
+    p.then(
+      () => true,
+      (err: unknown) => {
+        if (isNotFound(err)) return false;
+        throw err;
+      },
+    );
+  let missing: 'stream' | 'consumer' | undefined;
+  if (!(await exists(jsm.streams.info(names.stream)))) missing = 'stream';
+  else if (!(await exists(jsm.consumers.info(names.stream, names.durable)))) missing = 'consumer';
+  if (missing) await ensureSettlementStream(nc, names, options);
+  return missing;
+}
+
 /** Read access to the unsettled messages of the stream. */
 export class SettlementStreamReader {
   private jsm: Promise<JetStreamManager> | undefined;

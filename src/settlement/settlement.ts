@@ -11,8 +11,15 @@ import { CouponRecoveryService } from '../recovery/coupon-recovery.js';
 import { RepairScheduler } from '../recovery/repair-scheduler.js';
 import type { RedisRecoveryStore } from '../redis/recovery-store.js';
 import { backgroundErrors, type Logger } from '../util/logger.js';
-import { ensureSettlementStream, type SettlementStreamReader, settlementNames, type SettlementNames } from './jetstream.js';
+import {
+  ensureSettlementStream,
+  restoreSettlementStream,
+  type SettlementStreamReader,
+  settlementNames,
+  type SettlementNames,
+} from './jetstream.js';
 import { InFlight } from './reconcile/in-flight.js';
+import { LostEvents } from './reconcile/lost-events.js';
 import { PeriodicReconciler, Reconciler } from './reconcile/reconciler.js';
 import type { OutboxStreams } from './relay/outbox.js';
 import type { OutboxWrites } from './relay/outbox-writes.js';
@@ -117,7 +124,8 @@ export class Settlement {
       { instanceId: options.instanceId, idempotencyWindowS: options.idempotencyWindowS },
     );
     this.repairs = new RepairScheduler(this.recovery, 500, d.log);
-    this.reconciler = new Reconciler(this.ledger, this.inFlight, this.recovery);
+    const lost = new LostEvents(d.recoveryStore, this.inFlight, this.ledger, d.publisher, d.log);
+    this.reconciler = new Reconciler(this.ledger, this.inFlight, this.recovery, lost);
   }
 
   async start(w: SettlementWorkersDeps): Promise<void> {
@@ -125,7 +133,25 @@ export class Settlement {
     const { log } = this.d;
     const onError = backgroundErrors(log);
     if (config.workers.has('relay') || config.workers.has('settle')) {
-      await ensureSettlementStream(this.d.nats, this.names, { maxAckPending: Math.max(20_000, config.settleBatch * 8) });
+      const streamOptions = { maxAckPending: Math.max(20_000, config.settleBatch * 8) };
+      await ensureSettlementStream(this.d.nats, this.names, streamOptions);
+      // Made once at start, the stream stayed gone when NATS came back on an empty store: every publish failed
+      // and the outbox grew until the instance restarted (test/jetstream-loss.test.ts).
+      this.periodic.push(
+        new Periodic(
+          'settlement-stream',
+          Math.max(1000, config.sweepIntervalMs),
+          async () => {
+            const missing = await restoreSettlementStream(this.d.nats, this.names, streamOptions);
+            if (missing)
+              log.error(
+                { stream: this.names.stream, missing },
+                'settlement: the JetStream stream or its consumer was gone and was created again; events it held are lost (Reconcile shows them as drift)',
+              );
+          },
+          onError,
+        ).start(),
+      );
     }
     if (config.workers.has('relay')) {
       this.relay = new Relay(

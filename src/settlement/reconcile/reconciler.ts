@@ -14,12 +14,13 @@
 // to MySQL before or after Redis (restocks, compensations), so the bound takes those from the second read.
 // A positive redisDrift is therefore never a timing artefact; a negative one on a busy coupon can be, which
 // is why the periodic reconciler only complains about drift that persists.
-import { DomainError, notFound } from '../../domain/errors.js';
+import { DomainError, notFound, unavailable } from '../../domain/errors.js';
 import type { Coupon, CouponRecovery, RecoveryReport } from '../../domain/ports.js';
 import type { Reconciliation } from '../../domain/reconcile-types.js';
 import * as v from '../../domain/validate.js';
 import type { Logger } from '../../util/logger.js';
 import { InFlight } from './in-flight.js';
+import type { LostEvents } from './lost-events.js';
 import type { LedgerStore } from '../settle/ledger-store.js';
 import type { ReconcileStats } from '../stats.js';
 
@@ -28,9 +29,11 @@ export class Reconciler {
     private readonly ledger: LedgerStore,
     private readonly inFlight: InFlight,
     private readonly recovery?: CouponRecovery,
+    private readonly lost?: Pick<LostEvents, 'resend'>,
   ) {}
 
-  /** repair: first bring Redis back to the bound (rebuild, lower a surplus, restore lost units). */
+  /** repair: first send again the events Redis recorded and MySQL never got (lost-events.ts), then bring Redis
+   * back to the bound (rebuild, lower a surplus, restore lost units). */
   async reconcile(couponIdRaw: string, options: { repair?: boolean } = {}): Promise<Reconciliation> {
     const couponId = v.couponId(couponIdRaw);
     const coupon = await this.ledger.find(couponId);
@@ -38,6 +41,10 @@ export class Reconciler {
     let repair: RecoveryReport | undefined;
     if (options.repair) {
       if (!this.recovery) throw new DomainError('unimplemented', 'repair is not served by this instance');
+      // Before the recovery reads: once on JetStream they count as in flight, not as units to give back.
+      await this.lost?.resend(coupon).catch((err: unknown) => {
+        throw unavailable(`coupon ${couponId}: lost events could not be sent again; retry the repair`, err);
+      });
       const r = await this.recovery.recover(couponId, 'reconcile repair', { restore: true });
       if (r.kind === 'busy') {
         throw new DomainError('unavailable', `coupon ${couponId} is being recovered right now; retry`, { retryAfterMs: r.retryAfterMs });
