@@ -24,7 +24,7 @@ export interface Config {
   mysqlUrl: string;
   /** SHARDSTOCK_NATS_URL — NATS server(s), comma-separated. Default nats://127.0.0.1:4222. */
   natsUrl: string;
-  /** SHARDSTOCK_NAMESPACE — prefix of Redis keys, the JetStream stream/consumers and NATS subjects, so several deployments (or test runs) share servers. Default shardstock. */
+  /** SHARDSTOCK_NAMESPACE — prefix of Redis keys, the JetStream stream/consumers and NATS subjects, so several deployments (or test runs) share Redis and NATS servers. Give each deployment its own MySQL database: coupon rows carry no namespace, so another namespace's workers would finish this one's interrupted restocks under their own keys. Default shardstock. */
   namespace: string;
   /** SHARDSTOCK_DEFAULT_SHARDS — shard count when CreateCoupon says 0. Default 16. */
   defaultShards: number;
