@@ -279,6 +279,7 @@ export class Settler {
     // When deductions are held, the acks must have reached the server before counting what is in flight.
     await this.ack(done, held.length > 0);
     this.account(plan.apply, plan.duplicates.length, plan.ofRefused.length);
+    this.repairAfterCompensatedRefusals(coupon, plan.ofRefused);
     for (const i of r.refused) await this.refuseOrRetry(coupon, i, true);
     for (const i of r.refusedAgain) await this.refuseOrRetry(coupon, i, false);
 
@@ -323,8 +324,24 @@ export class Settler {
     this.d.stats.optimisticRetries += again.retries;
     await this.ack([...again.plan.apply, ...again.plan.duplicates, ...again.plan.ofRefused], false);
     this.account(again.plan.apply, again.plan.duplicates.length, again.plan.ofRefused.length);
+    this.repairAfterCompensatedRefusals(again.coupon ?? coupon, again.plan.ofRefused);
     for (const i of again.refused) await this.refuseOrRetry(again.coupon ?? coupon, i, true);
     for (const i of again.refusedAgain) await this.refuseOrRetry(again.coupon ?? coupon, i, false);
+  }
+
+  /**
+   * A Compensate of a refused deduction gives nothing back when it finds the refusal mark, and puts the units
+   * back on sale when it does not: the mark was late (refuse-mark-3.lua then answers given_back), or it found no
+   * record because the shard was being rebuilt and the recovery restored the record from a snapshot read before
+   * the refusal. Only a repair tells which, by the bound: it lowers what the Compensate gave back and changes
+   * nothing otherwise. Such compensations follow an oversell anomaly, so they are rare.
+   */
+  private repairAfterCompensatedRefusals(coupon: Coupon, items: Item[]): void {
+    if (items.length === 0) return;
+    this.d.repair?.(
+      coupon.id,
+      `compensation of refused deduction ${items[0]!.event.requestId}${items.length > 1 ? ` and ${items.length - 1} more` : ''}`,
+    );
   }
 
   private account(applied: Item[], duplicates: number, ofRefused: number): void {
