@@ -5,7 +5,7 @@
 // `retry-after-ms`; the caller retries with the same request_id. What the fence does not do (recover writes
 // a `leader` master acknowledged and lost) is spelled out in docs/guarantees.md.
 import type { Cluster, Redis } from 'ioredis';
-import slotOf from 'cluster-key-slot';
+import { slotOf } from './key-slot.js';
 import { masterOf } from './master-pipeline.js';
 import type { AckLevel } from '../config.js';
 import { DomainError } from '../domain/errors.js';

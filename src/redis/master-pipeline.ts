@@ -4,7 +4,7 @@
 // calls in the same write (ReplicaAck.pipelineWithWait); on the same connection, it counts exactly the writes
 // before it.
 import type { Cluster, Redis } from 'ioredis';
-import slotOf from 'cluster-key-slot';
+import { slotOf } from './key-slot.js';
 
 export type Command = readonly (string | number | Buffer)[];
 
