@@ -217,10 +217,14 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/** Plain decimal digits only: Number() reads blanks as 0 and takes hex, exponents and signs, none of which an
+ * operator means (a blank SHARDSTOCK_MAX_IN_FLIGHT would turn shedding off). */
+const DIGITS = /^[0-9]+$/;
+
 function int(env: Env, name: string, def: number, min: number, max: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return def;
-  const v = Number(raw);
+  const v = DIGITS.test(raw) ? Number(raw) : NaN;
   if (!Number.isInteger(v) || v < min || v > max) {
     throw new ConfigError(`${name} must be an integer in ${min}..${max}, got ${JSON.stringify(raw)}`);
   }
@@ -234,7 +238,8 @@ function str(env: Env, name: string, def: string): string {
 
 function hostPort(name: string, raw: string): { host: string; port: number } {
   const i = raw.lastIndexOf(':');
-  const port = Number(raw.slice(i + 1));
+  const digits = raw.slice(i + 1);
+  const port = DIGITS.test(digits) ? Number(digits) : NaN;
   if (i <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) {
     throw new ConfigError(`${name} must be host:port, got ${JSON.stringify(raw)}`);
   }
