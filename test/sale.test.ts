@@ -178,6 +178,21 @@ describe('the kill switch', () => {
     // Re-read at most every 5 s, in the background of a Deduct.
     expect(Date.now() - start).toBeLessThan(6500);
   });
+  it('when an announcement is lost and the coupon then sits idle past the re-read interval, then the next burst on that instance is refused, none sold', async () => {
+    const id = uniqueId('idle');
+    await a.client.createCoupon({ couponId: id, totalStock: 100n, shardCount: 2 });
+    expect((await b.client.deduct({ couponId: id, requestId: 'i0' })).outcome).toBe(DeductOutcome.DEDUCTED);
+    // The pause instance B never hears of (NATS was down for it at that moment).
+    await b.app.orm.em.fork().execute('update coupon set sale_paused = 1, sale_revision = sale_revision + 1 where id = ?', [id]);
+    // Nobody buys on B for longer than the re-read interval (5 s): a pause this old must hold there.
+    await new Promise((r) => setTimeout(r, 6500));
+    const burst = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => b.client.deduct({ couponId: id, requestId: `i${i + 1}` }).then((r) => r.outcome)),
+    );
+    expect(burst.filter((o) => o === DeductOutcome.DEDUCTED)).toHaveLength(0);
+    expect(burst.every((o) => o === DeductOutcome.SALE_PAUSED)).toBe(true);
+    expect((await a.client.getStock({ couponId: id })).level!.deducted).toBe(1n);
+  });
   it('when the background re-read fetches sale settings, then they equal what a full read of each row gives (window, pause, revision)', async () => {
     const open = uniqueId('rr-open');
     const shut = uniqueId('rr-shut');
