@@ -4,7 +4,9 @@
 // SHARDSTOCK_RECONCILE_INTERVAL_MS turned the reconciler off, a blank SHARDSTOCK_SHUTDOWN_GRACE_MS cut every
 // call in flight at SIGTERM, and 'host:' made port 0.
 import { describe, expect, it } from 'vitest';
+import { OrderOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { startTestApp, uniqueId } from './support/harness.js';
 import { spawnTs } from './support/processes.js';
 
 /** Every integer setting config.ts reads (with a min of 0 or more). */
@@ -74,6 +76,8 @@ describe('configuration values', () => {
       { SHARDSTOCK_RECONCILE_INTERVAL_MS: ' ' },
       { SHARDSTOCK_SHUTDOWN_GRACE_MS: '\t' },
       { SHARDSTOCK_REDIS_NODES: '127.0.0.1:7001,127.0.0.1:' },
+      // Every order extends its holds to 7000 ms before it commits: each one was refused INVALID_ARGUMENT.
+      { SHARDSTOCK_HOLD_TTL_MAX_MS: '5000', SHARDSTOCK_HOLD_TTL_DEFAULT_MS: '5000' },
     ];
     const runs = await Promise.all(cases.map((env) => start(env, 20_000)));
     runs.forEach((r, i) => {
@@ -82,4 +86,34 @@ describe('configuration values', () => {
       expect(r.out).toContain(`configuration error: ${name}`);
     });
   }, 60_000);
+
+  it('when hold lengths do not fit the idempotency window or an order commit, then start-up refuses naming the variables', () => {
+    expect(() => loadConfig({ SHARDSTOCK_IDEMPOTENCY_WINDOW_S: '3600', SHARDSTOCK_HOLD_TTL_MAX_MS: '3600000' })).toThrow(
+      /SHARDSTOCK_HOLD_TTL_MAX_MS \(3600000\) must be at most half of SHARDSTOCK_IDEMPOTENCY_WINDOW_S/,
+    );
+    expect(() => loadConfig({ SHARDSTOCK_IDEMPOTENCY_WINDOW_S: '10' })).toThrow(
+      /SHARDSTOCK_HOLD_TTL_MAX_MS \(5000, or half of SHARDSTOCK_IDEMPOTENCY_WINDOW_S\)/,
+    );
+    expect(() => loadConfig({ SHARDSTOCK_ORDER_COMMIT_MARGIN_MS: '60000', SHARDSTOCK_HOLD_TTL_MAX_MS: '60000' })).toThrow(
+      /SHARDSTOCK_ORDER_COMMIT_MARGIN_MS/,
+    );
+    // Unset, the bounds follow the window: what the hold service and the order service both use.
+    const c = loadConfig({ SHARDSTOCK_IDEMPOTENCY_WINDOW_S: '900' });
+    expect([c.holdTtlMinMs, c.holdTtlDefaultMs, c.holdTtlMaxMs]).toEqual([1000, 450_000, 450_000]);
+    expect(loadConfig({}).holdTtlMaxMs).toBe(3_600_000);
+  });
+
+  it('when the idempotency window is 15 minutes, then orders are taken and committed (holds and orders share the hold bounds)', async () => {
+    const t = await startTestApp({ SHARDSTOCK_IDEMPOTENCY_WINDOW_S: '900' });
+    try {
+      const couponId = uniqueId('cfg-ord');
+      await t.client.createCoupon({ couponId, totalStock: 10n, shardCount: 1 });
+      const r = await t.client.deductOrder({ requestId: uniqueId('o'), userId: 'u1', items: [{ couponId, quantity: 2n }] });
+      expect(r.outcome).toBe(OrderOutcome.DEDUCTED);
+      const level = (await t.client.getStock({ couponId })).level!;
+      expect([level.deducted, level.held]).toEqual([2n, 0n]);
+    } finally {
+      await t.close();
+    }
+  });
 });
