@@ -34,10 +34,13 @@ export interface Config {
   idempotencyWindowS: number;
   /** SHARDSTOCK_HOLD_TTL_MIN_MS — the shortest hold a Reserve or ExtendHold may ask for. Default 1000. */
   holdTtlMinMs: number;
-  /** SHARDSTOCK_HOLD_TTL_MAX_MS — the longest hold a Reserve or ExtendHold may ask for. Default 3600000 (1 h). */
+  /** SHARDSTOCK_HOLD_TTL_MAX_MS — the longest hold a Reserve or ExtendHold may ask for: at most half the
+   * idempotency window (a hold's record must outlive it), and room for an order's commit (above
+   * SHARDSTOCK_ORDER_COMMIT_MARGIN_MS + 2 × SHARDSTOCK_ORDER_SWEEP_MS + 1000). Default 3600000 (1 h), or half
+   * the idempotency window if that is shorter. */
   holdTtlMaxMs: number;
   /** SHARDSTOCK_HOLD_TTL_DEFAULT_MS — the hold a Reserve or ExtendHold gets with ttl_ms = 0 (between the
-   * minimum and the maximum). Default 600000 (10 min). */
+   * minimum and the maximum). Default 600000 (10 min), or the maximum if that is shorter. */
   holdTtlDefaultMs: number;
   /** SHARDSTOCK_HOLD_SWEEP_MS — how often every instance looks for expired holds (they are released within
    * about this much of their expiry, whichever instance made them). Default 250. */
@@ -217,10 +220,14 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/** Plain decimal digits only: Number() reads blanks as 0 and takes hex, exponents and signs, none of which an
+ * operator means (a blank SHARDSTOCK_MAX_IN_FLIGHT would turn shedding off). */
+const DIGITS = /^[0-9]+$/;
+
 function int(env: Env, name: string, def: number, min: number, max: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return def;
-  const v = Number(raw);
+  const v = DIGITS.test(raw) ? Number(raw) : NaN;
   if (!Number.isInteger(v) || v < min || v > max) {
     throw new ConfigError(`${name} must be an integer in ${min}..${max}, got ${JSON.stringify(raw)}`);
   }
@@ -234,7 +241,8 @@ function str(env: Env, name: string, def: string): string {
 
 function hostPort(name: string, raw: string): { host: string; port: number } {
   const i = raw.lastIndexOf(':');
-  const port = Number(raw.slice(i + 1));
+  const digits = raw.slice(i + 1);
+  const port = DIGITS.test(digits) ? Number(digits) : NaN;
   if (i <= 0 || !Number.isInteger(port) || port < 0 || port > 65535) {
     throw new ConfigError(`${name} must be host:port, got ${JSON.stringify(raw)}`);
   }
@@ -394,17 +402,32 @@ function network(env: Env) {
   };
 }
 
-/** The connection limits both transports apply. */
-function holdTtl(env: Env): Pick<Config, 'holdTtlMinMs' | 'holdTtlMaxMs' | 'holdTtlDefaultMs'> {
+/** Hold lengths, checked against what depends on them here rather than clamped later: the hold service and
+ * the order service must see the same bounds (a clamp only the hold service applied refused every order's
+ * holds with a ttl_ms its caller never sent). */
+function holdTtl(env: Env, windowS: number, orderNeedMs: number): Pick<Config, 'holdTtlMinMs' | 'holdTtlMaxMs' | 'holdTtlDefaultMs'> {
+  // A hold's record lives in the record buckets, kept at least one window: a hold lasts at most half of it.
+  const recordBoundMs = windowS * 500;
   const minMs = int(env, 'SHARDSTOCK_HOLD_TTL_MIN_MS', 1000, 1, 86_400_000);
-  const maxMs = int(env, 'SHARDSTOCK_HOLD_TTL_MAX_MS', 3_600_000, 1, 7 * 86_400_000);
-  const defaultMs = int(env, 'SHARDSTOCK_HOLD_TTL_DEFAULT_MS', 600_000, 1, 7 * 86_400_000);
+  const maxMs = int(env, 'SHARDSTOCK_HOLD_TTL_MAX_MS', Math.min(3_600_000, recordBoundMs), 1, 7 * 86_400_000);
+  const defaultMs = int(env, 'SHARDSTOCK_HOLD_TTL_DEFAULT_MS', Math.min(600_000, maxMs), 1, 7 * 86_400_000);
   if (!(minMs <= defaultMs && defaultMs <= maxMs))
     throw new ConfigError(
       `SHARDSTOCK_HOLD_TTL_MIN_MS <= SHARDSTOCK_HOLD_TTL_DEFAULT_MS <= SHARDSTOCK_HOLD_TTL_MAX_MS must hold, got ${minMs}, ${defaultMs}, ${maxMs}`,
     );
+  if (maxMs > recordBoundMs)
+    throw new ConfigError(
+      `SHARDSTOCK_HOLD_TTL_MAX_MS (${maxMs}) must be at most half of SHARDSTOCK_IDEMPOTENCY_WINDOW_S (${windowS} s): a hold's record must outlive it`,
+    );
+  if (maxMs < orderNeedMs)
+    throw new ConfigError(
+      `SHARDSTOCK_HOLD_TTL_MAX_MS (${maxMs}, or half of SHARDSTOCK_IDEMPOTENCY_WINDOW_S) must be at least ${orderNeedMs}: ` +
+        'an order extends its holds by SHARDSTOCK_ORDER_COMMIT_MARGIN_MS + 2 × SHARDSTOCK_ORDER_SWEEP_MS + 1000 before it commits',
+    );
   return { holdTtlMinMs: minMs, holdTtlMaxMs: maxMs, holdTtlDefaultMs: defaultMs };
 }
+
+/** The connection limits both transports apply. */
 
 export function networkLimits(c: Readonly<Config>) {
   return {
@@ -444,6 +467,9 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
       workers.add(w as (typeof WORKERS)[number]);
     }
   }
+  const idempotencyWindowS = int(env, 'SHARDSTOCK_IDEMPOTENCY_WINDOW_S', 86_400, 1, 90 * 86_400);
+  const orderCommitMarginMs = int(env, 'SHARDSTOCK_ORDER_COMMIT_MARGIN_MS', 5000, 100, 600_000);
+  const orderSweepMs = int(env, 'SHARDSTOCK_ORDER_SWEEP_MS', 500, 10, 60_000);
   const namespace = str(env, 'SHARDSTOCK_NAMESPACE', 'shardstock');
   if (!/^[A-Za-z0-9_-]{1,32}$/.test(namespace)) {
     throw new ConfigError('SHARDSTOCK_NAMESPACE must be 1..32 characters of [A-Za-z0-9_-]');
@@ -458,13 +484,13 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     namespace,
     defaultShards: int(env, 'SHARDSTOCK_DEFAULT_SHARDS', 16, 1, 1024),
     maxQuantity: int(env, 'SHARDSTOCK_MAX_QUANTITY', 100, 1, 1_000_000),
-    idempotencyWindowS: int(env, 'SHARDSTOCK_IDEMPOTENCY_WINDOW_S', 86_400, 1, 90 * 86_400),
-    ...holdTtl(env),
+    idempotencyWindowS,
+    ...holdTtl(env, idempotencyWindowS, orderCommitMarginMs + 2 * orderSweepMs + 1000),
     holdSweepMs: int(env, 'SHARDSTOCK_HOLD_SWEEP_MS', 250, 10, 60_000),
     holdFullPassMs: int(env, 'SHARDSTOCK_HOLD_FULL_PASS_MS', 30_000, 100, 3_600_000),
     maxOrderItems: int(env, 'SHARDSTOCK_MAX_ORDER_ITEMS', 32, 1, 1000),
-    orderCommitMarginMs: int(env, 'SHARDSTOCK_ORDER_COMMIT_MARGIN_MS', 5000, 100, 600_000),
-    orderSweepMs: int(env, 'SHARDSTOCK_ORDER_SWEEP_MS', 500, 10, 60_000),
+    orderCommitMarginMs,
+    orderSweepMs,
     orderAbandonMs: int(env, 'SHARDSTOCK_ORDER_ABANDON_MS', 10_000, 100, 3_600_000),
     soldOutTtlMs: int(env, 'SHARDSTOCK_SOLD_OUT_TTL_MS', 2000, 0, 600_000),
     ackLevel,

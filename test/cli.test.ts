@@ -167,6 +167,20 @@ describe('shardstock errors and help', () => {
     expect(noStock.stderr).toContain('--stock is required');
   });
 
+  it('when a number option is empty, blanks, hex or an exponent (an unset shell variable), then exit 2 naming it and nothing is created', async () => {
+    const id = uniqueId('cli-num');
+    const runs = await Promise.all(
+      ['', ' ', '0x10', '1e3', '+5'].map((stock) => cli(['coupon', 'create', id, '--stock', stock, '--shards', '2', '--json'])),
+    );
+    for (const r of runs) {
+      expect(r.code, r.stdout).toBe(2);
+      expect(r.stderr).toContain('--stock must be an integer');
+    }
+    // Not created with 0 units (a coupon's stock cannot be defined again: the right call would be ALREADY_EXISTS).
+    expect((await cli(['coupon', 'get', id])).code).toBe(10 + 5);
+    expect(json(await cli(['coupon', 'create', id, '--stock', '1_000', '--json'])).coupon.totalStock).toBe(1000);
+  });
+
   it('when --help is given to any command, then its usage is printed and the exit code is 0', async () => {
     const cmds = ['serve', 'stack', 'coupon', 'deduct', 'compensate', 'watch', 'reconcile'];
     const runs = await Promise.all([cli(['--help']), ...cmds.map((c) => cli([c, '--help'])), cli(['help', 'bench'])]);

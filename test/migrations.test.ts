@@ -14,7 +14,14 @@ describe('migrations', () => {
       const ran = await orms[0]!.em.fork().execute<{ name: string }[]>('select name from mikro_orm_migrations order by id');
       const names = ran.map((r) => r.name);
       expect(new Set(names).size).toBe(names.length);
-      expect(names).toEqual(['m001-initial', 'm002-recovery', 'm003-coupon-created-index', 'm004-sale', 'm005-anomaly-user']);
+      expect(names).toEqual([
+        'm001-initial',
+        'm002-recovery',
+        'm003-coupon-created-index',
+        'm004-sale',
+        'm005-anomaly-user',
+        'm006-binary-ids',
+      ]);
     } finally {
       await orms[0]!.em.fork().execute(`drop database \`${db}\``);
       await Promise.all(orms.map((o) => o.close()));

@@ -4,7 +4,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
-import { CompensateOutcome, DeductOutcome, SaleStatus } from '../src/gen/inventory/v1/inventory_pb.js';
+import {
+  CompensateOutcome,
+  ConfirmOutcome,
+  DeductOutcome,
+  ItemRefusalReason,
+  OrderOutcome,
+  ReserveOutcome,
+  SaleStatus,
+} from '../src/gen/inventory/v1/inventory_pb.js';
 import { MikroCouponRepository } from '../src/db/coupon-repository.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 
@@ -178,6 +186,52 @@ describe('the kill switch', () => {
     // Re-read at most every 5 s, in the background of a Deduct.
     expect(Date.now() - start).toBeLessThan(6500);
   });
+  it('when an announcement is lost and the coupon then sits idle past the re-read interval, then the next burst on that instance is refused, none sold', async () => {
+    const id = uniqueId('idle');
+    await a.client.createCoupon({ couponId: id, totalStock: 100n, shardCount: 2 });
+    expect((await b.client.deduct({ couponId: id, requestId: 'i0' })).outcome).toBe(DeductOutcome.DEDUCTED);
+    // The pause instance B never hears of (NATS was down for it at that moment).
+    await b.app.orm.em.fork().execute('update coupon set sale_paused = 1, sale_revision = sale_revision + 1 where id = ?', [id]);
+    // Nobody buys on B for longer than the re-read interval (5 s): a pause this old must hold there.
+    await new Promise((r) => setTimeout(r, 6500));
+    const burst = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => b.client.deduct({ couponId: id, requestId: `i${i + 1}` }).then((r) => r.outcome)),
+    );
+    expect(burst.filter((o) => o === DeductOutcome.DEDUCTED)).toHaveLength(0);
+    expect(burst.every((o) => o === DeductOutcome.SALE_PAUSED)).toBe(true);
+    expect((await a.client.getStock({ couponId: id })).level!.deducted).toBe(1n);
+  });
+  it('when a sale is paused, then Reserve and orders are refused on both instances while holds taken before confirm', async () => {
+    const id = uniqueId('hold-pause');
+    await a.client.createCoupon({ couponId: id, totalStock: 20n, shardCount: 2 });
+    const before = await b.client.reserve({ couponId: id, requestId: 'h-before', quantity: 2n, ttlMs: 60_000 });
+    expect(before.outcome).toBe(ReserveOutcome.HELD);
+    const order = await b.client.reserveOrder({
+      requestId: 'o-before',
+      userId: 'u1',
+      items: [{ couponId: id, quantity: 1n }],
+      ttlMs: 60_000,
+    });
+    expect(order.outcome).toBe(OrderOutcome.RESERVED);
+    await a.client.pauseSale({ couponId: id, reason: 'holds test' });
+    await new Promise((r) => setTimeout(r, 300));
+    for (const t of [a, b]) {
+      expect((await t.client.reserve({ couponId: id, requestId: `h-after-${t === a ? 'a' : 'b'}`, ttlMs: 60_000 })).outcome).toBe(
+        ReserveOutcome.SALE_PAUSED,
+      );
+      const refused = await t.client.deductOrder({
+        requestId: `o-after-${t === a ? 'a' : 'b'}`,
+        userId: 'u1',
+        items: [{ couponId: id, quantity: 1n }],
+      });
+      expect([refused.outcome, refused.refusal?.reason]).toEqual([OrderOutcome.REFUSED, ItemRefusalReason.SALE_PAUSED]);
+    }
+    expect((await a.client.confirm({ target: { case: 'holdId', value: before.hold!.holdId } })).outcome).toBe(ConfirmOutcome.CONFIRMED);
+    expect((await a.client.confirm({ target: { case: 'orderId', value: 'o-before' } })).outcome).toBe(ConfirmOutcome.CONFIRMED);
+    const level = (await a.client.getStock({ couponId: id })).level!;
+    expect([level.deducted, level.held]).toEqual([3n, 0n]);
+  });
+
   it('when the background re-read fetches sale settings, then they equal what a full read of each row gives (window, pause, revision)', async () => {
     const open = uniqueId('rr-open');
     const shut = uniqueId('rr-shut');

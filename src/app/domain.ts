@@ -55,10 +55,9 @@ import { buildOrders } from './orders.js';
 
 export type Domain = ReturnType<typeof buildDomain>;
 
+/** Checked against the idempotency window and the orders' needs by loadConfig (src/config.ts). */
 function holdTtl(config: Readonly<Config>) {
-  const maxMs = Math.min(config.holdTtlMaxMs, config.idempotencyWindowS * 500);
-  const minMs = Math.min(config.holdTtlMinMs, maxMs);
-  return { minMs, maxMs, defaultMs: Math.max(minMs, Math.min(config.holdTtlDefaultMs, maxMs)) };
+  return { minMs: config.holdTtlMinMs, maxMs: config.holdTtlMaxMs, defaultMs: config.holdTtlDefaultMs };
 }
 
 export function buildDomain(

@@ -64,7 +64,9 @@ export function int(p: Parsed, name: string, def: number | undefined, min: numbe
     if (def === undefined) throw new UsageError(`--${name} is required`);
     return def;
   }
-  const v = Number(raw.replace(/_/g, ''));
+  // Digits only (1_000 allowed): Number() reads '' and blanks as 0 and takes hex and exponents, so an unset
+  // shell variable in `--stock "$STOCK"` created a coupon of 0 units, whose stock cannot be defined again.
+  const v = /^[0-9][0-9_]*$/.test(raw) ? Number(raw.replace(/_/g, '')) : NaN;
   if (!Number.isInteger(v) || v < min || v > max)
     throw new UsageError(`--${name} must be an integer in ${min}..${max}, got ${JSON.stringify(raw)}`);
   return v;

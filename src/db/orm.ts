@@ -9,6 +9,7 @@ import { M002Recovery } from './migrations/m002-recovery.js';
 import { M003CouponCreatedIndex } from './migrations/m003-coupon-created-index.js';
 import { M004Sale } from './migrations/m004-sale.js';
 import { M005AnomalyUser } from './migrations/m005-anomaly-user.js';
+import { M006BinaryIds } from './migrations/m006-binary-ids.js';
 
 export interface OrmOptions {
   url: string;
@@ -63,6 +64,7 @@ function initOrm(url: URL, dbName: string, options: OrmOptions, ssl: object | un
         { name: 'm003-coupon-created-index', class: M003CouponCreatedIndex },
         { name: 'm004-sale', class: M004Sale },
         { name: 'm005-anomaly-user', class: M005AnomalyUser },
+        { name: 'm006-binary-ids', class: M006BinaryIds },
       ],
       transactional: false,
       snapshot: false,

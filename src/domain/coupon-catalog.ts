@@ -1,7 +1,8 @@
 // Coupon definitions (shards, tags, limit) never change after creation, so each instance keeps them in
 // memory: the Deduct hot path never touches MySQL. The sale settings (window, pause) do change: they are
 // applied when announced (src/domain/sale.ts) and re-read in the background at most every few seconds per
-// coupon, off the hot path, so a lost announcement heals; the coupons due for that re-read are read together,
+// coupon, off the hot path, so a lost announcement heals (a coupon idle for longer has them read before it
+// is served again); the coupons due for that re-read are read together,
 // up to SALE_REFRESH_BATCH per query, so serving 10,000 coupons costs a few queries a second, not one per coupon. Unknown ids are remembered briefly (a bounded table,
 // oldest dropped first) so a flood of calls for a coupon that does not exist cannot turn into a flood of
 // queries, and lookups running at once are bounded so a flood of *distinct* unknown ids cannot either: beyond
@@ -12,6 +13,10 @@ import type { Coupon, CouponRepository, SaleSettings } from './ports.js';
 const MISSING_TTL_MS = 1000;
 /** How often a served coupon's sale settings are re-read from MySQL (in the background). */
 const SALE_REFRESH_MS = 5000;
+/** A copy whose sale settings were last asked for longer ago than this (no call kept them fresh: the coupon sat
+ * idle) is not served before they are read again, so a pause this instance missed stops its sales within the
+ * re-read interval rather than after the next burst was already sold. If the read fails the copy is served. */
+const SALE_STALE_MS = SALE_REFRESH_MS + 1000;
 const MAX_ENTRIES = 100_000;
 /** Coupons whose sale settings one background query re-reads at most. */
 const SALE_REFRESH_BATCH = 500;
@@ -30,6 +35,10 @@ export class CouponCatalog {
   /** Coupons whose sale settings are due for the next background read. */
   private readonly saleDue = new Set<string>();
   private saleTimer: NodeJS.Timeout | undefined;
+  /** Stale copies being read again: calls for them wait for that read too, not only the one that started it. */
+  private readonly staleReads = new Map<string, Promise<void>>();
+  /** Settled when the next background read (the one the due coupons wait for) is over. */
+  private nextRead: { done: Promise<void>; settle: () => void } | undefined;
   /** Background sale queries sent (for tests). */
   saleQueries = 0;
 
@@ -37,12 +46,13 @@ export class CouponCatalog {
 
   /** The coupon if it is in memory, without a promise: the Deduct hot path (every call of a sale asks for a
    * coupon served a moment ago) then takes no await before its Redis call. Schedules the background sale
-   * re-read as get() does; undefined means get() must look the coupon up. */
+   * re-read as get() does; undefined means get() must look the coupon up (or re-read a stale copy's sale). */
   cached(id: string): Coupon | undefined {
     const hit = this.known.get(id);
     if (hit) {
-      const checked = this.checkedAt.get(id) ?? 0;
-      if (Date.now() - checked > SALE_REFRESH_MS) this.refreshSale(id);
+      const age = Date.now() - (this.checkedAt.get(id) ?? 0);
+      if (age > SALE_STALE_MS || this.staleReads.has(id)) return undefined;
+      if (age > SALE_REFRESH_MS) void this.refreshSale(id);
     }
     return hit;
   }
@@ -50,6 +60,16 @@ export class CouponCatalog {
   async get(id: string): Promise<Coupon> {
     const hit = this.cached(id);
     if (hit) return hit;
+    if (this.known.has(id)) {
+      let read = this.staleReads.get(id);
+      if (!read) {
+        read = this.refreshSale(id).finally(() => this.staleReads.delete(id));
+        this.staleReads.set(id, read);
+      }
+      await read;
+      const fresh = this.known.get(id);
+      if (fresh) return fresh;
+    }
     const missUntil = this.missing.get(id);
     if (missUntil !== undefined && missUntil > Date.now()) throw notFound(`coupon ${id} does not exist`);
     let pending = this.loading.get(id);
@@ -109,18 +129,29 @@ export class CouponCatalog {
     this.known.set(id, { ...c, sale });
   }
 
-  private refreshSale(id: string): void {
+  /** Settles when the read that includes `id` is over (whether it succeeded or not). */
+  private refreshSale(id: string): Promise<void> {
     this.checkedAt.set(id, Date.now());
     this.saleDue.add(id);
-    if (this.saleTimer) return;
-    this.saleTimer = setTimeout(() => this.readDueSales(), SALE_REFRESH_GATHER_MS);
-    // A background refresh must never keep a process alive.
-    this.saleTimer.unref?.();
+    if (!this.nextRead) {
+      let settle = () => {};
+      const done = new Promise<void>((r) => (settle = r));
+      this.nextRead = { done, settle };
+    }
+    if (!this.saleTimer) {
+      this.saleTimer = setTimeout(() => this.readDueSales(), SALE_REFRESH_GATHER_MS);
+      // A background refresh must never keep a process alive.
+      this.saleTimer.unref?.();
+    }
+    return this.nextRead.done;
   }
 
   private async readDueSales(): Promise<void> {
     const ids = [...this.saleDue];
     this.saleDue.clear();
+    // Coupons due while this read runs wait for the next one.
+    const read = this.nextRead;
+    this.nextRead = undefined;
     try {
       for (let i = 0; i < ids.length; i += SALE_REFRESH_BATCH) {
         this.saleQueries++;
@@ -130,8 +161,9 @@ export class CouponCatalog {
     } catch {
       // The next refresh tries again; announcements keep working meanwhile.
     } finally {
+      read?.settle();
       this.saleTimer = undefined;
-      if (this.saleDue.size > 0) this.refreshSale(this.saleDue.values().next().value!);
+      if (this.saleDue.size > 0) void this.refreshSale(this.saleDue.values().next().value!);
     }
   }
 
