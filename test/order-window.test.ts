@@ -1,0 +1,46 @@
+// Orders under a short idempotency window. A hold lasts at most half a window; orders checked ttl_ms (and filled
+// in its default) against the configured hold TTLs instead of that cap, so every item's Reserve refused what the
+// order let in.
+import { status } from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OrderOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { rejection } from './support/rejection.js';
+
+const WINDOW_S = 3;
+let a: TestApp;
+beforeAll(async () => {
+  a = await startTestApp({
+    SHARDSTOCK_WORKERS: 'relay,settle',
+    SHARDSTOCK_INSTANCE_ID: 'order-window',
+    SHARDSTOCK_IDEMPOTENCY_WINDOW_S: String(WINDOW_S),
+    SHARDSTOCK_ORDER_COMMIT_MARGIN_MS: '200',
+    SHARDSTOCK_ORDER_SWEEP_MS: '50',
+  });
+});
+afterAll(async () => {
+  await a?.close();
+});
+
+describe('an order under a window shorter than the configured hold TTLs', () => {
+  it('gets holds of at most half the window: ttl_ms 0 is the capped default, and a ttl_ms above the cap is INVALID_ARGUMENT before anything is opened', async () => {
+    const x = uniqueId('otx');
+    await a.client.createCoupon({ couponId: x, totalStock: 10n, shardCount: 2 });
+    const items = [{ couponId: x, quantity: 1n }];
+    const before = Date.now();
+    const d = await a.client.deductOrder({ requestId: uniqueId('otd'), userId: 'u1', items });
+    expect(d.outcome).toBe(OrderOutcome.DEDUCTED);
+    const r = await a.client.reserveOrder({ requestId: uniqueId('otr'), userId: 'u1', items });
+    expect(r.outcome).toBe(OrderOutcome.RESERVED);
+    const expiresAtMs = Number(r.expiresAt?.seconds ?? 0n) * 1000 + Math.floor((r.expiresAt?.nanos ?? 0) / 1e6);
+    expect(expiresAtMs - before).toBeLessThanOrEqual(WINDOW_S * 500 + 1000);
+
+    const orderId = uniqueId('otl');
+    const long = await rejection(a.client.reserveOrder({ requestId: orderId, userId: 'u1', items, ttlMs: 2000 }));
+    expect([long?.code, long?.details.startsWith('ttl_ms')]).toEqual([status.INVALID_ARGUMENT, true]);
+    // Nothing was opened under that id: the same id with a ttl_ms in range is a new order.
+    const ok = await a.client.reserveOrder({ requestId: orderId, userId: 'u1', items, ttlMs: 1000 });
+    expect([ok.outcome, ok.replayed]).toEqual([OrderOutcome.RESERVED, false]);
+    expect((await a.client.getStock({ couponId: x })).level?.available).toBe(7n);
+  });
+});
