@@ -1,11 +1,14 @@
 // Orders under a short idempotency window. A hold lasts at most half a window; orders checked ttl_ms (and filled
 // in its default) against the configured hold TTLs instead of that cap, so every item's Reserve refused what the
-// order let in.
+// order let in. And an order's record must be kept as long as its items' hold records: a retry that found the
+// items' records but not the order's decided the order again from them, and answered a compensated order
+// DEDUCTED (as if this retry had just taken it).
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OrderOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { rejection } from './support/rejection.js';
+import { ledgerFigures, settled } from './support/settlement.js';
 
 const WINDOW_S = 3;
 let a: TestApp;
@@ -21,6 +24,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await a?.close();
 });
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('an order under a window shorter than the configured hold TTLs', () => {
   it('gets holds of at most half the window: ttl_ms 0 is the capped default, and a ttl_ms above the cap is INVALID_ARGUMENT before anything is opened', async () => {
@@ -42,5 +47,36 @@ describe('an order under a window shorter than the configured hold TTLs', () => 
     const ok = await a.client.reserveOrder({ requestId: orderId, userId: 'u1', items, ttlMs: 1000 });
     expect([ok.outcome, ok.replayed]).toEqual([OrderOutcome.RESERVED, false]);
     expect((await a.client.getStock({ couponId: x })).level?.available).toBe(7n);
+  });
+});
+
+describe('an order retried once its idempotency window has passed', () => {
+  it('while its items are still recorded: a compensated order answers COMPENSATED (replayed), a released one RELEASED (replayed), and nothing is taken', async () => {
+    const x = uniqueId('owx');
+    const y = uniqueId('owy');
+    await a.client.createCoupon({ couponId: x, totalStock: 10n, shardCount: 2 });
+    await a.client.createCoupon({ couponId: y, totalStock: 10n, shardCount: 2 });
+    const items = [
+      { couponId: x, quantity: 2n },
+      { couponId: y, quantity: 3n },
+    ];
+    const deducted = uniqueId('owd');
+    expect((await a.client.deductOrder({ requestId: deducted, userId: 'u1', items })).outcome).toBe(OrderOutcome.DEDUCTED);
+    await a.client.compensate({ couponId: '', requestId: '', orderId: deducted, reason: 'refund' });
+    const reserved = uniqueId('owr');
+    expect((await a.client.reserveOrder({ requestId: reserved, userId: 'u1', items })).outcome).toBe(OrderOutcome.RESERVED);
+    await a.client.release({ target: { case: 'orderId', value: reserved }, reason: 'changed my mind' });
+
+    await sleep(WINDOW_S * 1000 + 1500);
+    const d = await a.client.deductOrder({ requestId: deducted, userId: 'u1', items });
+    const r = await a.client.reserveOrder({ requestId: reserved, userId: 'u1', items });
+    expect([d.outcome, d.replayed, r.outcome, r.replayed]).toEqual([OrderOutcome.COMPENSATED, true, OrderOutcome.RELEASED, true]);
+
+    for (const c of [x, y]) {
+      expect((await a.client.getStock({ couponId: c })).level?.available).toBe(10n);
+      await settled(a.client, c);
+      const ledger = await ledgerFigures(a.app, c);
+      expect([ledger.deductRows, ledger.compensateRows, ledger.remaining, ledger.duplicates]).toEqual([1, 1, 10, 0]);
+    }
   });
 });
