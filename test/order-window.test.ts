@@ -5,6 +5,7 @@
 // DEDUCTED (as if this retry had just taken it).
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
 import { OrderOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { rejection } from './support/rejection.js';
@@ -47,6 +48,19 @@ describe('an order under a window shorter than the configured hold TTLs', () => 
     const ok = await a.client.reserveOrder({ requestId: orderId, userId: 'u1', items, ttlMs: 1000 });
     expect([ok.outcome, ok.replayed]).toEqual([OrderOutcome.RESERVED, false]);
     expect((await a.client.getStock({ couponId: x })).level?.available).toBe(7n);
+  });
+});
+
+describe('order timing against the longest hold', () => {
+  it('a hold maximum too short for the commit margin and the order sweeps is refused at startup, naming the settings', () => {
+    // Before, it started, and every DeductOrder answered INVALID_ARGUMENT "ttl_ms ... got 7000" (the extension
+    // before a commit), a value its caller never sent, leaving its holds taken until the sweeper abandoned it.
+    expect(() => loadConfig({ SHARDSTOCK_HOLD_TTL_MAX_MS: '5000', SHARDSTOCK_HOLD_TTL_DEFAULT_MS: '5000' })).toThrow(
+      /SHARDSTOCK_ORDER_COMMIT_MARGIN_MS.*\(7000\).*\(5000: SHARDSTOCK_HOLD_TTL_MAX_MS/,
+    );
+    expect(() => loadConfig({ SHARDSTOCK_IDEMPOTENCY_WINDOW_S: '10' })).toThrow(/must fit in the longest hold \(5000/);
+    expect(() => loadConfig({ SHARDSTOCK_HOLD_TTL_MAX_MS: '7000', SHARDSTOCK_HOLD_TTL_DEFAULT_MS: '5000' })).not.toThrow();
+    expect(() => loadConfig({})).not.toThrow();
   });
 });
 
