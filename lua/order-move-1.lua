@@ -10,7 +10,9 @@
   ARGV[3] nowMs         recorded as dm (decidedMs)
   ARGV[4] notAfterMs    0, or: refuse the move unless nowMs < notAfterMs (a commit only while every hold
                         outlives it by the commit margin)
-  ARGV[5], ARGV[6] ...  optional field, value pairs set with the move
+  ARGV[5] keepSec       with a move, the record is kept at least this long from now (two idempotency windows and
+                        a minute): longer than the hold records of any item reserved before it (order-open-1.lua)
+  ARGV[6], ARGV[7] ...  optional field, value pairs set with the move
 
   Returns
     { 0, f1, v1 ... }    moved; the record after the move (HGETALL)
@@ -32,9 +34,10 @@ elseif tonumber(ARGV[4]) > 0 and tonumber(ARGV[3]) >= tonumber(ARGV[4]) then
   code = -1
 else
   redis.call('HSET', key, 'st', ARGV[2], 'dm', ARGV[3])
-  for i = 5, #ARGV, 2 do
+  for i = 6, #ARGV, 2 do
     redis.call('HSET', key, ARGV[i], ARGV[i + 1])
   end
+  redis.call('EXPIRE', key, ARGV[5], 'GT')
 end
 local all = redis.call('HGETALL', key)
 table.insert(all, 1, code)

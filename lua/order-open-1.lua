@@ -11,7 +11,10 @@
   ARGV[3] items       JSON list of {couponId, quantity}, as the caller's order lists them
   ARGV[4] ttlMs
   ARGV[5] nowMs
-  ARGV[6] windowSec   how long the record is kept (the idempotency window)
+  ARGV[6] windowSec   the idempotency window: the record is kept two windows and a minute, as long as its items'
+                      hold records can be (includes/buckets.lua), and again that long from each move
+                      (order-move-1.lua): a retry that found the items recorded but not the order decided it
+                      again from them (a compensated order answered DEDUCTED)
 
   Returns
     { 0 }                    created (state pending)
@@ -29,5 +32,5 @@ if existing[1] then
   return all
 end
 redis.call('HSET', key, 'k', ARGV[1], 'u', ARGV[2], 'it', ARGV[3], 't', ARGV[4], 'st', 'pending', 'c', ARGV[5])
-redis.call('EXPIRE', key, ARGV[6])
+redis.call('EXPIRE', key, 2 * tonumber(ARGV[6]) + 60)
 return { 0 }

@@ -474,7 +474,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   if (!/^[A-Za-z0-9_-]{1,32}$/.test(namespace)) {
     throw new ConfigError('SHARDSTOCK_NAMESPACE must be 1..32 characters of [A-Za-z0-9_-]');
   }
-  return Object.freeze({
+  const config = Object.freeze({
     grpcAddr,
     httpAddr,
     redisNodes,
@@ -520,4 +520,20 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     natsAuth: natsAuth(env),
     natsTls: natsTls(env),
   });
+  orderTiming(config);
+  return config;
+}
+
+/** An order commits only while each of its holds outlives the commit by the margin plus two order sweeps, and
+ * extends the holds closer to expiry by that plus a second first (src/domain/orders.ts lifetime). With a hold
+ * maximum (capped at half the idempotency window) shorter than that, every DeductOrder was refused
+ * INVALID_ARGUMENT over a ttl_ms its caller never sent, its holds left taken until the order sweeper gave up. */
+function orderTiming(c: Pick<Config, 'holdTtlMaxMs' | 'idempotencyWindowS' | 'orderCommitMarginMs' | 'orderSweepMs'>): void {
+  const holdMaxMs = Math.min(c.holdTtlMaxMs, c.idempotencyWindowS * 500);
+  const needMs = c.orderCommitMarginMs + 2 * c.orderSweepMs + 1000;
+  if (holdMaxMs < needMs)
+    throw new ConfigError(
+      `SHARDSTOCK_ORDER_COMMIT_MARGIN_MS + 2 x SHARDSTOCK_ORDER_SWEEP_MS + 1000 (${needMs}) must fit in the longest hold ` +
+        `(${holdMaxMs}: SHARDSTOCK_HOLD_TTL_MAX_MS, at most half of SHARDSTOCK_IDEMPOTENCY_WINDOW_S), or no order can commit`,
+    );
 }

@@ -194,20 +194,11 @@ export function buildDomain(
     fence,
   });
   const guardedHolds: HoldStore = guardErrors(holdStore, 'Redis');
-  const holds = new HoldService(
-    deduct,
-    catalog,
-    guardedHolds,
-    reloader,
-    soldOut,
-    signals,
-    // A hold must end while its record (kept at least one idempotency window) is there: at most half a window.
-    holdTtl(config),
-    config.maxQuantity,
-    changes,
-  );
+  // A hold must end while its record (kept at least one idempotency window) is there: at most half a window.
+  const ttl = holdTtl(config);
+  const holds = new HoldService(deduct, catalog, guardedHolds, reloader, soldOut, signals, ttl, config.maxQuantity, changes);
   const holdSweeper = new HoldSweeper(holdStore, soldOut, signals, changes, onError);
-  const { orders, orderSweeper } = buildOrders(config, redis, { holds, compensate, catalog, replicaAck, fence, onError });
+  const { orders, orderSweeper } = buildOrders(config, redis, { holds, holdTtl: ttl, compensate, catalog, replicaAck, fence, onError });
   const sweepPlan = new SweepPlan({ suspects: moveSuspects, sweeper, coupons: catalog, intervalMs: config.sweepIntervalMs });
   const watch = new WatchService({
     coupon: (id) => catalog.get(id),

@@ -4,6 +4,7 @@ import type { Cluster } from 'ioredis';
 import type { Config } from '../config.js';
 import type { CompensateService } from '../domain/compensate.js';
 import type { CouponCatalog } from '../domain/coupon-catalog.js';
+import type { HoldTtl } from '../domain/hold-service.js';
 import type { Holds } from '../domain/holds.js';
 import { orderHoldsOver } from '../domain/order-holds.js';
 import { OrderSweeper } from '../domain/order-sweeper.js';
@@ -22,6 +23,9 @@ export function buildOrders(
   redis: Cluster,
   d: {
     holds: Holds;
+    /** The holds' TTL bounds as the HoldService applies them (capped at half the idempotency window): an order
+     * checks ttl_ms and fills in its default with these, or every item's Reserve refuses what the order let in. */
+    holdTtl: HoldTtl;
     compensate: CompensateService;
     catalog: CouponCatalog;
     replicaAck: ReplicaAck | undefined;
@@ -45,7 +49,7 @@ export function buildOrders(
     settings: {
       maxItems: config.maxOrderItems,
       maxQuantity: config.maxQuantity,
-      ttl: { minMs: config.holdTtlMinMs, maxMs: config.holdTtlMaxMs, defaultMs: config.holdTtlDefaultMs },
+      ttl: d.holdTtl,
       commitMarginMs: config.orderCommitMarginMs,
       finishAfterMs: 2 * config.orderSweepMs,
       graceMs: config.holdSweepMs + EXPIRY_SLACK_MS,

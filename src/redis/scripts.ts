@@ -622,7 +622,8 @@ export class Scripts {
     notAfterMs: number,
     set: (string | number)[],
   ): Promise<{ kind: 'moved' | 'late' | 'other'; fields: string[] } | { kind: 'missing' }> {
-    const r = (await this.fn.orderMove(orderKey(this.namespace, orderId), from.join(','), to, nowMs, notAfterMs, ...set)) as Reply;
+    const keepS = 2 * this.windowS + 60;
+    const r = (await this.fn.orderMove(orderKey(this.namespace, orderId), from.join(','), to, nowMs, notAfterMs, keepS, ...set)) as Reply;
     const code = Number(r[0]);
     if (code === -4) return { kind: 'missing' };
     const fields = r.slice(1).map(String);

@@ -11,6 +11,8 @@ const args = JSON.parse(process.argv[2]!) as {
   count: number;
   ttlMs: number;
   env: Record<string, string>;
+  /** 'mixed': odd orders are ReserveOrders. Default: every order is a DeductOrder. */
+  kinds?: 'deduct' | 'mixed';
 };
 const config = loadConfig({
   SHARDSTOCK_GRPC_ADDR: '127.0.0.1:0',
@@ -30,14 +32,13 @@ process.stdout.write('ready\n');
 async function worker() {
   while (next < args.count) {
     const i = next++;
-    await orders
-      .deductOrder({
-        requestId: `${args.prefix}-${i}`,
-        userId: `u${i}`,
-        items: args.items.map((it) => ({ couponId: it.couponId, quantity: BigInt(it.quantity) })),
-        ttlMs: args.ttlMs,
-      })
-      .catch(() => {});
+    const place = args.kinds === 'mixed' && i % 2 === 1 ? orders.reserveOrder.bind(orders) : orders.deductOrder.bind(orders);
+    await place({
+      requestId: `${args.prefix}-${i}`,
+      userId: `u${i}`,
+      items: args.items.map((it) => ({ couponId: it.couponId, quantity: BigInt(it.quantity) })),
+      ttlMs: args.ttlMs,
+    }).catch(() => {});
     if (++done % 20 === 0) process.stdout.write('tick\n');
   }
 }
