@@ -53,7 +53,9 @@ export interface Config {
   maxOrderItems: number;
   /** SHARDSTOCK_ORDER_COMMIT_MARGIN_MS — an order is committed only while each of its holds has at least this
    * long to live (holds about to expire are extended first): time for its confirms, even by a retry or the
-   * order sweeper after a crash, and room for clock skew between instances. Default 5000. */
+   * order sweeper after a crash, and room for clock skew between instances. The margin + 2 × `SHARDSTOCK_ORDER_SWEEP_MS`
+   * + 1 s must fit in the longest hold (`SHARDSTOCK_HOLD_TTL_MAX_MS`, at most half the idempotency window): the
+   * service refuses to start otherwise. Default 5000. */
   orderCommitMarginMs: number;
   /** SHARDSTOCK_ORDER_SWEEP_MS — how often every instance looks for orders their caller left unfinished (a
    * committed order whose confirms were cut short is finished about this long after the commit). Default 500. */
@@ -404,8 +406,8 @@ function network(env: Env) {
 
 /** Hold lengths, checked against what depends on them here rather than clamped later: the hold service and
  * the order service must see the same bounds (a clamp only the hold service applied refused every order's
- * holds with a ttl_ms its caller never sent). */
-function holdTtl(env: Env, windowS: number, orderNeedMs: number): Pick<Config, 'holdTtlMinMs' | 'holdTtlMaxMs' | 'holdTtlDefaultMs'> {
+ * holds with a ttl_ms its caller never sent). Whether an order's commit fits in the longest hold: orderTiming. */
+function holdTtl(env: Env, windowS: number): Pick<Config, 'holdTtlMinMs' | 'holdTtlMaxMs' | 'holdTtlDefaultMs'> {
   // A hold's record lives in the record buckets, kept at least one window: a hold lasts at most half of it.
   const recordBoundMs = windowS * 500;
   const minMs = int(env, 'SHARDSTOCK_HOLD_TTL_MIN_MS', 1000, 1, 86_400_000);
@@ -418,11 +420,6 @@ function holdTtl(env: Env, windowS: number, orderNeedMs: number): Pick<Config, '
   if (maxMs > recordBoundMs)
     throw new ConfigError(
       `SHARDSTOCK_HOLD_TTL_MAX_MS (${maxMs}) must be at most half of SHARDSTOCK_IDEMPOTENCY_WINDOW_S (${windowS} s): a hold's record must outlive it`,
-    );
-  if (maxMs < orderNeedMs)
-    throw new ConfigError(
-      `SHARDSTOCK_HOLD_TTL_MAX_MS (${maxMs}, or half of SHARDSTOCK_IDEMPOTENCY_WINDOW_S) must be at least ${orderNeedMs}: ` +
-        'an order extends its holds by SHARDSTOCK_ORDER_COMMIT_MARGIN_MS + 2 × SHARDSTOCK_ORDER_SWEEP_MS + 1000 before it commits',
     );
   return { holdTtlMinMs: minMs, holdTtlMaxMs: maxMs, holdTtlDefaultMs: defaultMs };
 }
@@ -485,7 +482,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     defaultShards: int(env, 'SHARDSTOCK_DEFAULT_SHARDS', 16, 1, 1024),
     maxQuantity: int(env, 'SHARDSTOCK_MAX_QUANTITY', 100, 1, 1_000_000),
     idempotencyWindowS,
-    ...holdTtl(env, idempotencyWindowS, orderCommitMarginMs + 2 * orderSweepMs + 1000),
+    ...holdTtl(env, idempotencyWindowS),
     holdSweepMs: int(env, 'SHARDSTOCK_HOLD_SWEEP_MS', 250, 10, 60_000),
     holdFullPassMs: int(env, 'SHARDSTOCK_HOLD_FULL_PASS_MS', 30_000, 100, 3_600_000),
     maxOrderItems: int(env, 'SHARDSTOCK_MAX_ORDER_ITEMS', 32, 1, 1000),

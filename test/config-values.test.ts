@@ -77,7 +77,7 @@ describe('configuration values', () => {
       { SHARDSTOCK_SHUTDOWN_GRACE_MS: '\t' },
       { SHARDSTOCK_REDIS_NODES: '127.0.0.1:7001,127.0.0.1:' },
       // Every order extends its holds to 7000 ms before it commits: each one was refused INVALID_ARGUMENT.
-      { SHARDSTOCK_HOLD_TTL_MAX_MS: '5000', SHARDSTOCK_HOLD_TTL_DEFAULT_MS: '5000' },
+      { SHARDSTOCK_ORDER_COMMIT_MARGIN_MS: '5000', SHARDSTOCK_HOLD_TTL_MAX_MS: '5000', SHARDSTOCK_HOLD_TTL_DEFAULT_MS: '5000' },
     ];
     const runs = await Promise.all(cases.map((env) => start(env, 20_000)));
     runs.forEach((r, i) => {
@@ -92,7 +92,7 @@ describe('configuration values', () => {
       /SHARDSTOCK_HOLD_TTL_MAX_MS \(3600000\) must be at most half of SHARDSTOCK_IDEMPOTENCY_WINDOW_S/,
     );
     expect(() => loadConfig({ SHARDSTOCK_IDEMPOTENCY_WINDOW_S: '10' })).toThrow(
-      /SHARDSTOCK_HOLD_TTL_MAX_MS \(5000, or half of SHARDSTOCK_IDEMPOTENCY_WINDOW_S\)/,
+      /must fit in the longest hold \(5000: SHARDSTOCK_HOLD_TTL_MAX_MS, at most half of SHARDSTOCK_IDEMPOTENCY_WINDOW_S\)/,
     );
     expect(() => loadConfig({ SHARDSTOCK_ORDER_COMMIT_MARGIN_MS: '60000', SHARDSTOCK_HOLD_TTL_MAX_MS: '60000' })).toThrow(
       /SHARDSTOCK_ORDER_COMMIT_MARGIN_MS/,
