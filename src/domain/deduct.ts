@@ -164,6 +164,8 @@ export class DeductService {
     let creditEpoch = '';
     let moved: { source: number; moveId: string }[] = [];
     let pausedFor = 0;
+    // Before the first read a sell-out could rest on: units returned after it keep this call from marking one.
+    const readsBegan = this.soldOut.stamp();
     for (let round = 0; round < MAX_ROUNDS; round++) {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
@@ -198,7 +200,7 @@ export class DeductService {
         case 'deducted':
           this.changes?.changed(couponId, false);
           // A re-check of an expired sold-out flag found stock (a missed signal): stop refusing.
-          this.soldOut.clear(couponId);
+          this.soldOut.found(couponId);
           await keepClaim();
           return { outcome: 'deducted', replayed: false, remaining: r.remaining, shard: home, granted: want, expiresAtMs: r.expiresAtMs };
         case 'replay':
@@ -221,7 +223,7 @@ export class DeductService {
           if (round === 0) this.stats.fallbacks++;
           const plan = await this.planFallback(coupon, home, want, r.available, partial);
           if (plan === 'sold_out') {
-            this.soldOut.mark(couponId);
+            this.soldOut.mark(couponId, readsBegan);
             return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
           }
           if (plan === 'insufficient') return { outcome: 'insufficient', replayed: false, remaining: r.available, shard: home, granted: 0 };
