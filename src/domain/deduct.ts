@@ -164,6 +164,8 @@ export class DeductService {
     let creditEpoch = '';
     let moved: { source: number; moveId: string }[] = [];
     let pausedFor = 0;
+    // Before the first read a sell-out could rest on: units returned after it keep this call from marking one.
+    const readsBegan = this.soldOut.stamp();
     for (let round = 0; round < MAX_ROUNDS; round++) {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
@@ -198,7 +200,7 @@ export class DeductService {
         case 'deducted':
           this.changes?.changed(couponId, false);
           // A re-check of an expired sold-out flag found stock (a missed signal): stop refusing.
-          this.soldOut.clear(couponId);
+          this.soldOut.found(couponId);
           await keepClaim();
           return { outcome: 'deducted', replayed: false, remaining: r.remaining, shard: home, granted: want, expiresAtMs: r.expiresAtMs };
         case 'replay':
@@ -221,7 +223,7 @@ export class DeductService {
           if (round === 0) this.stats.fallbacks++;
           const plan = await this.planFallback(coupon, home, want, r.available, partial);
           if (plan === 'sold_out') {
-            this.soldOut.mark(couponId);
+            this.soldOut.mark(couponId, readsBegan);
             return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
           }
           if (plan === 'insufficient') return { outcome: 'insufficient', replayed: false, remaining: r.available, shard: home, granted: 0 };
@@ -230,7 +232,7 @@ export class DeductService {
             await sleep(1 + Math.random() * 4 * (round + 1));
             continue;
           }
-          if ('lost' in plan && plan.lost) {
+          if ('lost' in plan) {
             // What the lost shards held is unknown until they are rebuilt: plan again once they are.
             this.stats.reloads++;
             await Promise.all(plan.lost.map((index) => this.reloader.reload(coupon, index)));
@@ -258,9 +260,21 @@ export class DeductService {
    * nothing else can cover the request is it refused UNAVAILABLE, to retry once the fence lifts. A lost shard
    * (its hash gone with its master's data) is never a source either, and never counted as empty: when the
    * others cannot cover the request, the answer waits for its rebuild ({ lost }), or a sold-out coupon would be
-   * declared while the lost shard's units are still owed to it. */
-  private async planFallback(coupon: Coupon, home: number, quantity: number, homeAvailable: number, partial = false) {
+   * declared while the lost shard's units are still owed to it.
+   * The probe's reads are not one snapshot: a move credited on a shard read before it landed and acknowledged at
+   * its source read after it left is seen nowhere. Such a move ended before a second probe begins, so a sell-out
+   * is declared only when a second probe finds the coupon empty too (`confirming`). */
+  private async planFallback(
+    coupon: Coupon,
+    home: number,
+    quantity: number,
+    homeAvailable: number,
+    partial = false,
+    confirming = false,
+  ): Promise<FallbackPlan> {
     const levels = await this.store.probe(allShards(coupon));
+    // The home's level as probed, read after its short answer: a move may have landed units there since.
+    let homeNow = homeAvailable;
     let available = 0;
     let inTransit = 0;
     let fenced = 0;
@@ -269,8 +283,10 @@ export class DeductService {
     const lost: number[] = [];
     for (const l of levels) {
       inTransit += l.inTransit;
-      if (l.index === home) available += homeAvailable;
-      else if (l.available === null) {
+      if (l.index === home) {
+        if (l.available !== null) homeNow = l.available;
+        available += homeNow;
+      } else if (l.available === null) {
         lost.push(l.index);
         continue;
       } else if (l.fencedRetryAfterMs !== undefined) {
@@ -281,7 +297,8 @@ export class DeductService {
       open.push(l);
     }
     if (lost.length > 0 && available < quantity) return { lost };
-    if (available + inTransit + fenced === 0) return 'sold_out' as const;
+    if (available + inTransit + fenced === 0)
+      return confirming ? 'sold_out' : this.planFallback(coupon, home, quantity, homeNow, partial, true);
     if (available < quantity) {
       if (inTransit > 0) return 'wait' as const;
       // A partial fill takes what the open shards have now; the next round plans for that amount.
@@ -293,7 +310,7 @@ export class DeductService {
         { retryAfterMs },
       );
     }
-    return pickSources(open, home, quantity - homeAvailable);
+    return pickSources(open, home, quantity - homeNow);
   }
 
   private async moveIn(coupon: Coupon, home: number, attempt: string, sources: { index: number; want: number }[]) {
@@ -334,6 +351,8 @@ export class DeductService {
     }
   }
 }
+
+type FallbackPlan = 'sold_out' | 'insufficient' | 'wait' | { lost: number[] } | { shrinkTo: number } | { index: number; want: number }[];
 
 /** Takes from the fullest shards first; spreads ties randomly so racing callers pick different sources. */
 export function pickSources(levels: ShardLevel[], home: number, need: number): { index: number; want: number }[] {
