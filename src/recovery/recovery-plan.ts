@@ -49,8 +49,11 @@ export interface RecoveryPlan {
 
 export function planRecovery(input: RecoveryInput): RecoveryPlan {
   const liveNet = input.live.reduce((sum, s) => sum + s.net, 0);
-  // Only the live shards' own count: with shards missing this may miss some, never invent any.
-  const unrecorded = Math.max(0, liveNet - input.netDeducted);
+  // Only over every shard: one shard's net is bookkeeping (a rebuild puts the net no live shard counted on the
+  // first rebuilt shard, and a later compensation lowers its request's own shard), so live shards alone can
+  // count more than was sold while a missing one held the matching negative. Taken with shards missing, that
+  // excess lowered the bound and destroyed units (test/domain/conservation.test.ts).
+  const unrecorded = input.missing.length === 0 ? Math.max(0, liveNet - input.netDeducted) : 0;
   const bound = Math.max(0, input.bound - unrecorded);
   const held = input.live.reduce((sum, s) => sum + s.available + s.inTransit + (s.held ?? 0), 0);
   const plan: RecoveryPlan = { rebuild: [], adjust: [], heldBefore: held, unrecorded, unreachableSurplus: 0 };
