@@ -18,9 +18,10 @@ afterAll(async () => {
   await a?.close();
 });
 
-/** Holds back the answers of A's shard probes (HMGETs of the shard hashes) until released: the reads are made
- * at once, so they see the coupon as it was, and A acts on them only later. */
-function delayProbeAnswers(app: TestApp) {
+/** Holds back the answers of A's shard reads (HMGETs of the shard hashes) from the `from`-th on, until released:
+ * those reads are made at once, so they see the coupon as it was, and A acts on them only later. A sell-out is
+ * declared on a second probe that agrees with the first, so the held reads are the second probe's. */
+function delayProbeAnswers(app: TestApp, from: number) {
   const redis = app.app.redis as unknown as { hmget: (...args: unknown[]) => Promise<unknown> };
   const original = redis.hmget;
   let release!: () => void;
@@ -28,8 +29,7 @@ function delayProbeAnswers(app: TestApp) {
   let seen = 0;
   redis.hmget = async (...args: unknown[]) => {
     const r = await original.apply(app.app.redis, args);
-    seen++;
-    await gate;
+    if (seen++ >= from) await gate;
     return r;
   };
   return {
@@ -49,12 +49,13 @@ describe('sold-out flag against units returned on another instance', () => {
       expect((await b.app.deduct.deduct({ couponId: id, requestId: 'r1', userId: '', quantity: 1n })).outcome).toBe('deducted');
       expect((await b.app.deduct.deduct({ couponId: id, requestId: 'r2', userId: '', quantity: 1n })).outcome).toBe('deducted');
 
-      const held = delayProbeAnswers(a);
+      // 2 shards: the first probe's two reads answer, the second probe's two wait.
+      const held = delayProbeAnswers(a, 2);
       const late = a.app.deduct.deduct({ couponId: id, requestId: 'late', userId: '', quantity: 1n });
       await waitFor(
-        'A to read the shards',
+        'A to read the shards twice',
         async () => held.seen(),
-        (n) => n >= 2,
+        (n) => n >= 4,
         5000,
         5,
       );
