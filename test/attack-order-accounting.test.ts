@@ -2,12 +2,12 @@
 // left to expire, every step raced by the same step (or its opposite) from the other instance. Once settlement
 // drains, each item is deducted at most once, each order is whole or empty and its final answer (stable on
 // every retry) says which, and the ledger, MySQL's remaining and Redis agree with Reconcile.
-import { status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orderItemRequestId } from '../src/domain/ids.js';
 import { CompensateOutcome, ConfirmOutcome, OrderOutcome, ReleaseOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures, settled, sleep, waitFor } from './support/settlement.js';
+import { retryUnavailable } from './support/retry-unavailable.js';
 
 const ENV = { SHARDSTOCK_ORDER_COMMIT_MARGIN_MS: '1000', SHARDSTOCK_ORDER_SWEEP_MS: '100', SHARDSTOCK_HOLD_SWEEP_MS: '50' };
 let a: TestApp;
@@ -25,19 +25,6 @@ afterAll(async () => {
   await Promise.all([a?.close(), b?.close()]);
 });
 
-/** Retries UNAVAILABLE / ABORTED with the same ids, as the typed client does. */
-async function retrying<T>(call: () => Promise<T>): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await call();
-    } catch (e) {
-      const code = (e as ServiceError).code;
-      if (attempt >= 30 || (code !== status.UNAVAILABLE && code !== status.ABORTED)) throw e;
-      await sleep(20 + Math.random() * 50);
-    }
-  }
-}
-
 const TAKEN = new Set([OrderOutcome.DEDUCTED]);
 
 describe('attack: order accounting across two instances', () => {
@@ -53,9 +40,10 @@ describe('attack: order accounting across two instances', () => {
     const user = (i: number) => `u${i % 37}`;
     const pair = (i: number): [TestApp, TestApp] => (i % 2 === 0 ? [a, b] : [b, a]);
     const cmp = (t: TestApp, id: string) =>
-      retrying(() => t.client.compensate({ couponId: '', requestId: '', orderId: id, reason: 'refund' }));
-    const conf = (t: TestApp, id: string) => retrying(() => t.client.confirm({ target: { case: 'orderId', value: id } }));
-    const rel = (t: TestApp, id: string) => retrying(() => t.client.release({ target: { case: 'orderId', value: id }, reason: 'no' }));
+      retryUnavailable(() => t.client.compensate({ couponId: '', requestId: '', orderId: id, reason: 'refund' }));
+    const conf = (t: TestApp, id: string) => retryUnavailable(() => t.client.confirm({ target: { case: 'orderId', value: id } }));
+    const rel = (t: TestApp, id: string) =>
+      retryUnavailable(() => t.client.release({ target: { case: 'orderId', value: id }, reason: 'no' }));
 
     const compensated = new Set<number>();
     await Promise.all(
@@ -65,8 +53,8 @@ describe('attack: order accounting across two instances', () => {
         const kind = i % 6;
         if (kind <= 1) {
           const [r1, r2] = await Promise.all([
-            retrying(() => p.client.deductOrder({ requestId: id, userId: user(i), items })),
-            retrying(() => q.client.deductOrder({ requestId: id, userId: user(i), items })),
+            retryUnavailable(() => p.client.deductOrder({ requestId: id, userId: user(i), items })),
+            retryUnavailable(() => q.client.deductOrder({ requestId: id, userId: user(i), items })),
           ]);
           expect(r1.outcome, `order ${i}`).toBe(r2.outcome);
           if (kind === 1 && r1.outcome === OrderOutcome.DEDUCTED) {
@@ -80,7 +68,7 @@ describe('attack: order accounting across two instances', () => {
           return;
         }
         const ttlMs = kind === 4 ? 1000 : 20_000;
-        const r = await retrying(() => p.client.reserveOrder({ requestId: id, userId: user(i), items, ttlMs }));
+        const r = await retryUnavailable(() => p.client.reserveOrder({ requestId: id, userId: user(i), items, ttlMs }));
         if (r.outcome !== OrderOutcome.RESERVED) return;
         if (kind === 2 || kind === 5) {
           const cs = await Promise.all([conf(p, id), conf(q, id)]);
@@ -121,7 +109,7 @@ describe('attack: order accounting across two instances', () => {
         const id = orderId(i);
         const kind = i % 6;
         const call = (t: TestApp): Promise<{ outcome: OrderOutcome }> =>
-          retrying<{ outcome: OrderOutcome }>(() =>
+          retryUnavailable<{ outcome: OrderOutcome }>(() =>
             kind <= 1
               ? t.client.deductOrder({ requestId: id, userId: user(i), items })
               : t.client.reserveOrder({ requestId: id, userId: user(i), items, ttlMs: kind === 4 ? 1000 : 20_000 }),

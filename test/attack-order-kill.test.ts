@@ -2,15 +2,16 @@
 // retried at once on the two surviving instances with the same order id, reserved ones confirmed or released:
 // every order ends whole or empty, no item is deducted twice, and its answer is the same on every retry and
 // says which, by the MySQL ledger once settled.
-import { status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orderItemRequestId } from '../src/domain/ids.js';
 import { OrderOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { spawnTs } from './support/processes.js';
-import { ledgerFigures, settled, sleep, waitFor } from './support/settlement.js';
+import { ledgerFigures, settled, waitFor } from './support/settlement.js';
+import { retryUnavailable } from './support/retry-unavailable.js';
 
 const ENV = { SHARDSTOCK_ORDER_COMMIT_MARGIN_MS: '1000', SHARDSTOCK_ORDER_SWEEP_MS: '100', SHARDSTOCK_HOLD_SWEEP_MS: '50' };
+const retryKill = <T>(call: () => Promise<T>) => retryUnavailable(call, 40, 80);
 let a: TestApp;
 let b: TestApp;
 beforeAll(async () => {
@@ -25,18 +26,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([a?.close(), b?.close()]);
 });
-
-async function retrying<T>(call: () => Promise<T>): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await call();
-    } catch (e) {
-      const code = (e as ServiceError).code;
-      if (attempt >= 40 || (code !== status.UNAVAILABLE && code !== status.ABORTED)) throw e;
-      await sleep(20 + Math.random() * 80);
-    }
-  }
-}
 
 describe('attack: an instance killed mid-order, retried on the others', () => {
   it('when 300 orders of 5 coupons are cut by a SIGKILL and retried at once from two instances, then each is whole or empty, answered alike on every retry, and the ledger and Redis agree', async () => {
@@ -79,7 +68,7 @@ describe('attack: an instance killed mid-order, retried on the others', () => {
 
     const items = ids.map((couponId, k) => ({ couponId, quantity: BigInt(qty[k]!) }));
     const place = (t: TestApp, i: number): Promise<{ outcome: OrderOutcome }> =>
-      retrying<{ outcome: OrderOutcome }>(() =>
+      retryKill<{ outcome: OrderOutcome }>(() =>
         i % 2 === 0
           ? t.client.deductOrder({ requestId: orderId(i), userId: `u${i}`, items, ttlMs })
           : t.client.reserveOrder({ requestId: orderId(i), userId: `u${i}`, items, ttlMs }),
@@ -91,7 +80,7 @@ describe('attack: an instance killed mid-order, retried on the others', () => {
         if (r1.outcome !== OrderOutcome.RESERVED && r2.outcome !== OrderOutcome.RESERVED) return;
         const t = i % 4 === 1 ? b : a;
         const id = orderId(i);
-        await retrying<unknown>(() =>
+        await retryKill<unknown>(() =>
           i % 4 === 1
             ? t.client.confirm({ target: { case: 'orderId', value: id } })
             : t.client.release({ target: { case: 'orderId', value: id }, reason: 'no' }),

@@ -5,10 +5,9 @@
 // nothing to lower, so the unit sold again and was refused again: one more customer sold a unit nobody had.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
-import type { RedisRefusalStore } from '../src/settlement/settle/refusal-store.js';
 import { shardRef } from '../src/domain/routing.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
-import { ledgerFigures, sleep, waitFor } from './support/settlement.js';
+import { ledgerFigures, refusalStore, sleep, waitFor } from './support/settlement.js';
 
 let a: TestApp;
 beforeAll(async () => {
@@ -18,7 +17,7 @@ afterAll(async () => {
   await a?.close();
 });
 
-const refusals = () => (a.app.settlement as unknown as { d: { refusals: RedisRefusalStore } }).d.refusals;
+const refusals = () => refusalStore(a.app);
 
 describe('a Compensate racing the refusal mark', () => {
   it('when a refused deduction is compensated before its late refusal mark, then its units do not stay on sale: the next Deduct is SOLD_OUT and no second anomaly', async () => {

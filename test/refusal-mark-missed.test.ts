@@ -6,9 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shardRef } from '../src/domain/routing.js';
 import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
-import type { RedisRefusalStore } from '../src/settlement/settle/refusal-store.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
-import { ledgerFigures, waitFor } from './support/settlement.js';
+import { ledgerFigures, refusalStore, waitFor } from './support/settlement.js';
 
 let a: TestApp;
 beforeAll(async () => {
@@ -18,7 +17,7 @@ afterAll(async () => {
   await a?.close();
 });
 
-const refusals = () => (a.app.settlement as unknown as { d: { refusals: RedisRefusalStore } }).d.refusals;
+const refusals = () => refusalStore(a.app);
 
 describe('a refusal mark that missed its record', () => {
   it('when a refused deduction without its mark is compensated, then the units the Compensate gave back are taken away: the next Deduct is SOLD_OUT and no second anomaly', async () => {

@@ -8,9 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { encodeEvent, type SettlementEvent } from '../src/settlement/event.js';
 import { settlementNames } from '../src/settlement/jetstream.js';
-import type { RedisRefusalStore } from '../src/settlement/settle/refusal-store.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
-import { ledgerFigures, sleep, waitFor } from './support/settlement.js';
+import { ledgerFigures, refusalStore, sleep, waitFor } from './support/settlement.js';
 
 let a: TestApp;
 let nc: NatsConnection;
@@ -24,7 +23,7 @@ afterAll(async () => {
 });
 
 const settle = () => a.app.settlement.stats.settle;
-const refusals = () => (a.app.settlement as unknown as { d: { refusals: RedisRefusalStore } }).d.refusals;
+const refusals = () => refusalStore(a.app);
 
 /** A coupon whose MySQL remaining is 0 (Redis oversold it), and one deduction of 2 that settlement refuses. */
 async function refusedDeduction(failFirstMark: boolean) {

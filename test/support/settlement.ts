@@ -2,6 +2,7 @@
 import type { App } from '../../src/app/app.js';
 import { CompensateOutcome, DeductOutcome, type ReconcileResponse } from '../../src/gen/inventory/v1/inventory_pb.js';
 import type { InventoryClient } from '../../src/client/grpc-client.js';
+import type { RedisRefusalStore } from '../../src/settlement/settle/refusal-store.js';
 
 export interface LedgerFigures {
   deductRows: number;
@@ -44,6 +45,11 @@ export async function ledgerFigures(app: App, couponId: string): Promise<LedgerF
     anomalies: anomalies.map((a) => ({ eventId: a.event_id, reason: a.reason, quantity: Number(a.quantity), refunded: !!a.refunded })),
     duplicates: Number(dup?.n ?? 0),
   };
+}
+
+/** The settler's refusal store, for tests that make a refusal mark fail, wait or miss. */
+export function refusalStore(app: App): RedisRefusalStore {
+  return (app.settlement as unknown as { d: { refusals: RedisRefusalStore } }).d.refusals;
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
