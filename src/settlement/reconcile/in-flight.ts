@@ -70,18 +70,23 @@ export class InFlight implements InFlightCounter {
 
   /** Compensations of the coupon still on their way to MySQL (outbox or JetStream), by event id: the only
    * events that can make room for a deduction MySQL cannot cover yet. null when more than `limit` events are
-   * in flight (too many to look through; the caller assumes there may be some). */
+   * in flight (too many to look through; the caller assumes there may be some).
+   * The outboxes are read before JetStream, as snapshot() does: the relay publishes an event before it deletes
+   * it from its outbox, so one that moves between the two reads is seen in the second. Read side by side, a
+   * compensation published and deleted between them was in neither, and the deduction it made room for was
+   * refused as oversold (reproduced under CPU load with two instances racing Deducts and Compensates). */
   async compensationsInFlight(coupon: Pick<Coupon, 'id' | 'shardTags'>, limit = 5000): Promise<Map<string, SettlementEvent> | null> {
     const shards = allShards(coupon);
-    const [lengths, pending] = await Promise.all([
-      Promise.all(shards.map((ref) => this.outbox.backlog(ref).then((b) => b.length))),
-      this.stream.pending(coupon.id),
-    ]);
-    if (lengths.reduce((a, b) => a + b, 0) + pending > limit) return null;
+    const lengths = await Promise.all(shards.map((ref) => this.outbox.backlog(ref).then((b) => b.length)));
+    let seen = lengths.reduce((a, b) => a + b, 0);
+    if (seen > limit) return null;
     const out = new Map<string, SettlementEvent>();
     for (const s of await Promise.all(shards.filter((_, i) => lengths[i]! > 0).map((ref) => this.outbox.snapshot(ref)))) {
       for (const e of s.events) if (e.kind === 'C') out.set(eventId(e), e);
     }
+    const pending = await this.stream.pending(coupon.id);
+    seen += pending;
+    if (seen > limit) return null;
     if (pending > 0) for (const [id, e] of await this.stream.events(coupon.id)) if (e.kind === 'C') out.set(id, e);
     return out;
   }
