@@ -13,6 +13,7 @@ import { newSettlementStats } from '../src/settlement/stats.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
 import { ledgerFigures, settled, waitFor } from './support/settlement.js';
+import { retryUnavailable } from './support/retry-unavailable.js';
 
 const WORKERS = {
   SHARDSTOCK_WORKERS: 'relay,settle,sweep',
@@ -57,12 +58,16 @@ describe('settlement of a concurrent run', () => {
         const i = next++;
         const client = i % 2 ? a.client : b.client;
         const q = 1 + (i % 3);
-        const r = await client.deduct({ couponId: id, requestId: `r-${i}`, quantity: BigInt(q) });
+        // ABORTED (contention while units move between shards near the sell-out) and UNAVAILABLE are retried
+        // with the same request id, as the typed client does: the retry replays or deducts once.
+        const r = await retryUnavailable(() => client.deduct({ couponId: id, requestId: `r-${i}`, quantity: BigInt(q) }));
         if (r.outcome !== DeductOutcome.DEDUCTED) continue;
         deductions++;
         deductedUnits += q;
         if (i % 3 === 0) {
-          const c = await (i % 4 ? b : a).client.compensate({ couponId: id, requestId: `r-${i}`, reason: 'order cancelled' });
+          const c = await retryUnavailable(() =>
+            (i % 4 ? b : a).client.compensate({ couponId: id, requestId: `r-${i}`, reason: 'order cancelled' }),
+          );
           expect(c.outcome).toBe(CompensateOutcome.COMPENSATED);
           compensations++;
           compensatedUnits += q;

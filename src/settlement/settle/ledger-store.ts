@@ -108,11 +108,15 @@ export class LedgerStore {
    * from the one the rows were inserted for (the remaining cannot cover every deduction), the transaction
    * starts over with the lock taken first. Refusals (refuseHeld) always lock first.
    */
-  async applyBatch<T>(couponId: string, events: Planned<T>[], refuseHeld = false): Promise<BatchResult<T>> {
+  /** refuseAtVersion: held deductions are refused only while the coupon row is still at this version (what
+   * the caller read before it looked for compensations in flight); after any change they stay held. */
+  async applyBatch<T>(couponId: string, events: Planned<T>[], refuseHeld = false, refuseAtVersion?: number): Promise<BatchResult<T>> {
     let lockFirst = refuseHeld;
     for (let attempt = 0; ; attempt++) {
       try {
-        const r = await this.orm.em.fork().transactional((em) => this.applyOnce(em, couponId, events, refuseHeld, lockFirst));
+        const r = await this.orm.em
+          .fork()
+          .transactional((em) => this.applyOnce(em, couponId, events, refuseHeld, lockFirst, refuseAtVersion));
         return { ...r, retries: attempt };
       } catch (err) {
         if (err instanceof UnknownCoupon) {
@@ -130,10 +134,14 @@ export class LedgerStore {
     em: EntityManager,
     couponId: string,
     events: Planned<T>[],
-    refuseHeld: boolean,
+    refuseHeldAsked: boolean,
     lockFirst: boolean,
+    refuseAtVersion: number | undefined,
   ): Promise<Omit<BatchResult<T>, 'retries'>> {
     let row = lockFirst ? await this.lockCoupon(em, couponId) : null;
+    // A refusal rests on a view of the coupon (its remaining, what is settled, what is in flight) read at
+    // different moments; it stands only if no settlement came between them.
+    const refuseHeld = refuseHeldAsked && (refuseAtVersion === undefined || row?.version === refuseAtVersion);
 
     // Raw SQL on the transaction's connection for the per-event reads and the insert: hydrating entities and
     // building query-builder inserts cost ~45 µs of CPU per event, most of a batch's transaction time. The
@@ -327,6 +335,12 @@ export class LedgerStore {
         : [];
       return { coupon: toCoupon(row), sums: totals, anomalies, anomalyUnits, settled, refused, unappliedRestocks };
     });
+  }
+
+  /** The coupon row's version: every settlement, restock and recovery that changes the coupon bumps it. */
+  async version(couponId: string): Promise<number | null> {
+    const rows = await this.orm.em.fork().execute<{ version: number | string }[]>('select version from coupon where id = ?', [couponId]);
+    return rows[0] ? Number(rows[0].version) : null;
   }
 
   find(couponId: string): Promise<Coupon | null> {

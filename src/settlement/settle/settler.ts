@@ -292,6 +292,11 @@ export class Settler {
     // flight, and the relay lag is seconds, not minutes.
     const tooLong = held.some((i) => this.holds.exhausted(i.event, this.options.maxDeliver, HOLD_AT_MOST_MS));
     const waiting = new Set(plan.waiting.map((i) => eventId(i.event)));
+    // The coupon's version before the look for compensations: a settlement elsewhere between that look and
+    // the refusal below (a deduction taking the room, a compensation's deduction settling so that it makes
+    // room) leaves the look stale, and the refusal is then not made (the deductions wait and are decided
+    // again). Checked under the row lock the refusal takes.
+    const before = tooLong ? undefined : await this.d.ledger.version(couponId);
     const coming = tooLong ? new Map<string, SettlementEvent>() : await this.d.compensationsInFlight(coupon);
     if (coming === null) {
       for (const i of held) this.defer(i);
@@ -320,9 +325,10 @@ export class Settler {
         return;
       }
     }
-    const again = await this.d.ledger.applyBatch(couponId, [...held, ...own], true);
+    const again = await this.d.ledger.applyBatch(couponId, [...held, ...own], true, before ?? undefined);
     this.d.stats.optimisticRetries += again.retries;
     await this.ack([...again.plan.apply, ...again.plan.duplicates, ...again.plan.ofRefused], false);
+    for (const i of again.plan.held) this.defer(i);
     this.account(again.plan.apply, again.plan.duplicates.length, again.plan.ofRefused.length);
     this.repairAfterCompensatedRefusals(again.coupon ?? coupon, again.plan.ofRefused);
     for (const i of again.refused) await this.refuseOrRetry(again.coupon ?? coupon, i, true);
