@@ -56,6 +56,6 @@ local firstBucket = tonumber(ARGV[9])
 local slot = writeSlot(windowSec, firstBucket)
 if not slot then return { -8 } end
 local run = openRun(state, windowSec, firstBucket, slot, shardIndex, couponId, nowMs)
-local reply = compensateRecorded(run, requestId, field, reason, limited)
+local reply = { compensateRecorded(run, requestId, field, reason, limited) }
 closeRun(run)
 return reply

@@ -76,6 +76,6 @@ if not applyCredits(shardKey, creditsKey, ARGV[12], 13, nowMs, creditRetentionMs
 
 if #ARGV >= 13 then state[1] = redis.call('HGET', shardKey, 'avail') end
 local run = openRun(state, windowSec, firstBucket, slot, shardIndex, couponId, ARGV[10])
-local reply = deductRecorded(run, requestId, field, userId, quantity, limit)
+local reply = { deductRecorded(run, requestId, field, userId, quantity, limit) }
 closeRun(run)
 return reply

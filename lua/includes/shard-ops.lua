@@ -24,8 +24,9 @@ local function openRun(level, windowSec, firstBucket, slot, shardIndex, couponId
     avail = tonumber(level[1]), net = tonumber(level[2] or '0'), epoch = level[3] or '', levelDirty = false,
     windowSec = windowSec, firstBucket = firstBucket, slot = slot,
     shardIndex = shardIndex, couponId = couponId, nowMs = nowMs,
-    -- field -> { value, position (0..2) }, or false when known absent
-    records = {},
+    -- field -> value, or false when known absent; field -> position (0..2) of a found value. Two maps, not a
+    -- { value, position } table per record: a table per request was a measurable share of a batch's Lua.
+    records = {}, recordAt = {},
     -- per record hash (1..3): fields and values to write, in order, and field -> index in it
     pending = { {}, {}, {} }, pendingAt = { {}, {}, {} },
     -- user id -> count, read on first use; users written, in order
@@ -50,7 +51,11 @@ local function prefetchRecords(run, fields)
     local values = redis.call('HMGET', KEYS[2 + i], unpack(want))
     local rest = {}
     for j, f in ipairs(want) do
-      if values[j] then run.records[f] = { values[j], i } else rest[#rest + 1] = f end
+      if values[j] then
+        run.records[f], run.recordAt[f] = values[j], i
+      else
+        rest[#rest + 1] = f
+      end
     end
     want = rest
     i = i + 1
@@ -59,18 +64,18 @@ end
 
 -- The record of `field`: its value and position (0-based) among the three hashes, or nil.
 local function findRecord(run, field)
-  local r = run.records[field]
-  if r == nil then
-    local v, at = findField(2, field)
-    r = v and { v, at } or false
-    run.records[field] = r
+  local v = run.records[field]
+  if v == nil then
+    local at
+    v, at = findField(2, field)
+    run.records[field], run.recordAt[field] = v or false, at
   end
-  if r then return r[1], r[2] end
+  if v then return v, run.recordAt[field] end
   return nil, nil
 end
 
 local function putRecord(run, field, value, at)
-  run.records[field] = { value, at }
+  run.records[field], run.recordAt[field] = value, at
   local p = run.pending[at + 1]
   local idx = run.pendingAt[at + 1][field]
   if idx then
@@ -159,32 +164,33 @@ local function closeRun(run)
 end
 
 -- A Deduct's steps from the idempotency record on (fallback credits, when any, were applied before).
--- quantity: as the caller sent it (a string of digits). Returns the reply of deduct-7.lua: {1, remaining} |
--- {2, remaining, compensated} | {-1, avail, epoch} | {-2, held} | {-3, field, recorded}.
+-- quantity: as the caller sent it (a string of digits). Returns deduct-7.lua's reply as values, not a table (a
+-- table per request was a measurable share of a batch's Lua): 1, remaining | 2, remaining, compensated |
+-- -1, avail, epoch | -2, held | -3, field, recorded.
 local function deductRecorded(run, requestId, field, userId, quantity, limit)
   local q = tonumber(quantity)
   local packed = findRecord(run, field)
   if packed then
     -- A record that is not a deduction's (it starts with a letter: a Reserve's hold) owns the request id.
-    if not string.find(packed, '^%d') then return { -3, 'kind', 'reserve' } end
+    if not string.find(packed, '^%d') then return -3, 'kind', 'reserve' end
     local rec = unpackRecord(packed)
     -- A confirmed hold's record (flag h) is a deduction's, but its request id is still a Reserve's.
-    if hasFlag(rec, 'h') then return { -3, 'kind', 'reserve' } end
-    if rec.u ~= userId then return { -3, 'user_id', rec.u } end
-    if tonumber(rec.q) ~= q then return { -3, 'quantity', rec.q } end
-    return { 2, tonumber(rec.r), hasFlag(rec, 'c') and 1 or 0 }
+    if hasFlag(rec, 'h') then return -3, 'kind', 'reserve' end
+    if rec.u ~= userId then return -3, 'user_id', rec.u end
+    if tonumber(rec.q) ~= q then return -3, 'quantity', rec.q end
+    return 2, tonumber(rec.r), hasFlag(rec, 'c') and 1 or 0
   end
 
   local held
   if limit > 0 then
     held = userCount(run, userId)
     if held + q > limit then
-      return { -2, held }
+      return -2, held
     end
   end
 
   if run.avail < q then
-    return { -1, run.avail, run.epoch }
+    return -1, run.avail, run.epoch
   end
 
   local remaining = run.avail - q
@@ -198,20 +204,20 @@ local function deductRecorded(run, requestId, field, userId, quantity, limit)
   end
   putRecord(run, field, record, run.slot - 1)
   addEvent(run, 'D', requestId, userId, quantity, nil)
-  return { 1, remaining }
+  return 1, remaining
 end
 
 -- A Compensate's steps from the record on.
--- Returns the reply of compensate-6.lua: {1, avail, quantity} | {2, avail} | {3}.
+-- Returns compensate-6.lua's reply as values: 1, avail, quantity | 2, avail | 3.
 local function compensateRecorded(run, requestId, field, reason, limited)
   local packed, at = findRecord(run, field)
   -- No record, or a record that is not a deduction's (a Reserve's hold): nothing was deducted.
   if not packed or not string.find(packed, '^%d') then
-    return { 3 }
+    return 3
   end
   local rec = unpackRecord(packed)
   if hasFlag(rec, 'c') then
-    return { 2, run.avail }
+    return 2, run.avail
   end
 
   local quantity = tonumber(rec.q)
@@ -232,5 +238,5 @@ local function compensateRecorded(run, requestId, field, reason, limited)
   end
   putRecord(run, field, record, at)
   addEvent(run, 'C', requestId, rec.u, rec.q, reason)
-  return { 1, run.avail, quantity }
+  return 1, run.avail, quantity
 end

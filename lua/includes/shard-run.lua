@@ -5,7 +5,8 @@
 -- request to `out` (code, then up to two; false where absent). shard-batch-7.lua runs it once; node-batch-1.lua
 -- once per shard of a master.
 
--- One request; a function defined once, so that pcall needs no closure per request.
+-- One request, its reply as values (code, then up to two); a function defined once, so that pcall needs no
+-- closure per request.
 local function runOne(run, i)
   if ARGV[i] == 'D' then
     return deductRecorded(run, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], tonumber(ARGV[i + 5]))
@@ -17,7 +18,7 @@ local function runShard(out, from, first, last)
   local n = #out
   -- One flat list, three values per request: Redis turns a nested table into a reply at about a microsecond
   -- per table (it looks for its special fields), a flat one at a fraction of that.
-  local function reply(r)
+  local function refuse(r)
     out[n + 1], out[n + 2], out[n + 3] = r[1], r[2] or false, r[3] or false
     n = n + 3
   end
@@ -40,7 +41,7 @@ local function runShard(out, from, first, last)
   local slot = writeSlot(windowSec, firstBucket)
   if not refusal and not slot then refusal = { -8 } end
   if refusal then
-    for _ = first, last - 5, 6 do reply(refusal) end
+    for _ = first, last - 5, 6 do refuse(refusal) end
     return
   end
 
@@ -55,13 +56,14 @@ local function runShard(out, from, first, last)
 
   local vouched = false
   for i = first, last - 5, 6 do
-    local ok, r = pcall(runOne, run, i)
+    local ok, code, a, b = pcall(runOne, run, i)
     if not ok then
-      r = { -9, tostring(r) }
-    elseif r[1] == 2 then
+      code, a, b = -9, tostring(code), false
+    elseif code == 2 then
       vouched = true
     end
-    reply(r)
+    out[n + 1], out[n + 2], out[n + 3] = code, a or false, b or false
+    n = n + 3
   end
   closeRun(run)
   if vouch and vouched then
