@@ -41,6 +41,28 @@ describe('CouponCatalog sale refresh', () => {
 });
 
 describe('CouponCatalog cached lookup', () => {
+  it('when a call finds its coupon idle past the stale bound, then the read it waits for goes out within a few ms, not after the background 100 ms gather, and takes the coupons already due with it', async () => {
+    vi.useFakeTimers({ toFake: ['Date', 'setTimeout', 'clearTimeout'] });
+    const repo = new FakeCouponRepository();
+    const catalog = new CouponCatalog(repo);
+    for (const id of ['idle', 'busy']) {
+      await repo.create({ id, initialStock: 10, shardCount: 1, perUserLimit: 0, shardTags: [`${id}#0.0`] });
+      repo.coupons.get(id)!.sale = { startsAt: null, endsAt: null, paused: false, revision: 0 };
+      await catalog.get(id);
+      vi.advanceTimersByTime(1000);
+    }
+    vi.advanceTimersByTime(4500);
+    // 'busy' was read 5.5 s ago: due for the background re-read, served from memory. 'idle', 6.5 s ago: stale.
+    await catalog.get('busy');
+    repo.coupons.get('idle')!.sale = { startsAt: null, endsAt: null, paused: true, revision: 1 };
+    let answered: boolean | undefined;
+    const call = catalog.get('idle').then((c) => (answered = c.sale?.paused));
+    await vi.advanceTimersByTimeAsync(5);
+    expect(answered).toBe(true);
+    await call;
+    expect(catalog.saleQueries).toBe(1);
+  });
+
   it('when a coupon is in memory, then cached() returns it without a query and still schedules its due sale re-read; unknown ids give undefined and no query', async () => {
     vi.useFakeTimers({ toFake: ['Date', 'setTimeout', 'clearTimeout'] });
     const repo = new FakeCouponRepository();
