@@ -56,6 +56,18 @@ function child(args: Record<string, unknown>) {
   };
 }
 
+/** Once every move has landed and every event settled: the shards' state and the ledger's figures. */
+async function landedAndSettled(id: string) {
+  await waitFor(
+    'moves to land',
+    () => shardState(a.app, id),
+    (s) => s.inTransit === 0 && s.pendingMoves === 0,
+    30_000,
+  );
+  await settled(a.client, id);
+  return { s: await shardState(a.app, id), f: await ledgerFigures(a.app, id) };
+}
+
 const noReload = {
   reload: async () => {
     throw new Error('unexpected reload');
@@ -73,15 +85,7 @@ async function checkCoupon(id: string, stock: number, limit: number, results: Ch
   for (const user of held.values()) perUser.set(user, (perUser.get(user) ?? 0) + 1);
   const kept = deducted.size - compensated.size;
   // Moves land (the sweeper finishes what a mover left) and the outbox drains.
-  await waitFor(
-    'moves to land',
-    () => shardState(a.app, id),
-    (s) => s.inTransit === 0 && s.pendingMoves === 0,
-    30_000,
-  );
-  await settled(a.client, id);
-  const s = await shardState(a.app, id);
-  const f = await ledgerFigures(a.app, id);
+  const { s, f } = await landedAndSettled(id);
   return {
     kept,
     overLimit: [...perUser.entries()].filter(([, n]) => n > limit),
@@ -137,15 +141,7 @@ describe('fallback moves across service processes', () => {
     expect(r.errors).toEqual({});
     const coupon = (await a.app.repo.find(id))!;
     await new MoveSweeper(a.app.store, noReload, 0).sweep(coupon);
-    await waitFor(
-      'moves to land',
-      () => shardState(a.app, id),
-      (s) => s.inTransit === 0 && s.pendingMoves === 0,
-      30_000,
-    );
-    await settled(a.client, id);
-    const s = await shardState(a.app, id);
-    const f = await ledgerFigures(a.app, id);
+    const { s, f } = await landedAndSettled(id);
     expect(s.levels.filter((l) => (l.available ?? 0) < 0)).toEqual([]);
     // Every unit is on sale or sold (recorded in MySQL): none lost, none created.
     expect(s.available).toBe(f.remaining);

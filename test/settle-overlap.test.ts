@@ -3,12 +3,13 @@
 // cannot cover, compensations whose deduction has not settled, coupons with anomalies — settled exactly as the
 // careful path alone would, also with several batches of one coupon at once.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeEvent, type SettlementEvent } from '../src/settlement/event.js';
+import type { SettlementEvent } from '../src/settlement/event.js';
 import { FastSettle } from '../src/settlement/settle/fast-settle.js';
 import { RedisRefusalStore } from '../src/settlement/settle/refusal-store.js';
-import { type SettleMsg, Settler } from '../src/settlement/settle/settler.js';
+import { Settler } from '../src/settlement/settle/settler.js';
 import { newSettlementStats, type SettleStats } from '../src/settlement/stats.js';
 import type { EntityManager } from '@mikro-orm/mysql';
+import { compensationOf as C, type Delivery, deductEvent as D, delivery } from './support/settle-deliveries.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures } from './support/settlement.js';
 
@@ -20,34 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.close();
 });
-
-/** A delivered message as the settler sees it, recording what the settler did with it. */
-interface Delivery extends SettleMsg {
-  outcome: 'acked' | 'nakked' | undefined;
-}
-
-let seq = 0;
-function delivery(e: SettlementEvent): Delivery {
-  const d: Delivery = {
-    data: encodeEvent(e),
-    seq: ++seq,
-    subject: `test.${e.couponId}`,
-    info: { deliveryCount: 1 },
-    outcome: undefined,
-    ack: () => {
-      d.outcome = 'acked';
-    },
-    ackAck: async () => {
-      d.outcome = 'acked';
-      return true;
-    },
-    nak: () => {
-      d.outcome = 'nakked';
-    },
-    working: () => {},
-  };
-  return d;
-}
 
 /** The fast path with its COMMIT's answer lost: after the commit went through, or before it reached the server. */
 class UnansweredCommit extends FastSettle {
@@ -80,18 +53,6 @@ function settler(stats: SettleStats, fast: FastSettle = new FastSettle(t.app.orm
     { batch: 10_000, maxDeliver: 5, concurrency: 4 },
   );
 }
-
-const D = (couponId: string, requestId: string, quantity: number): SettlementEvent => ({
-  kind: 'D',
-  couponId,
-  requestId,
-  userId: `u-${requestId}`,
-  quantity,
-  shard: 0,
-  occurredAt: Date.now(),
-  reason: '',
-});
-const C = (d: SettlementEvent): SettlementEvent => ({ ...d, kind: 'C', reason: 'cancelled' });
 
 async function coupon(total: number): Promise<string> {
   const id = uniqueId();

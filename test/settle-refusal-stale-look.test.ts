@@ -3,12 +3,13 @@
 // refusal are made at different moments, and other settlers keep settling the coupon in between: a look that a
 // settlement made stale must not refuse. On real MariaDB and Redis, with the interleaving forced.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeEvent, eventId, type SettlementEvent } from '../src/settlement/event.js';
+import { eventId, type SettlementEvent } from '../src/settlement/event.js';
 import { FastSettle } from '../src/settlement/settle/fast-settle.js';
 import type { LedgerStore } from '../src/settlement/settle/ledger-store.js';
 import { RedisRefusalStore } from '../src/settlement/settle/refusal-store.js';
-import { type SettleMsg, Settler } from '../src/settlement/settle/settler.js';
+import { Settler } from '../src/settlement/settle/settler.js';
 import { newSettlementStats } from '../src/settlement/stats.js';
+import { compensationOf as C, deductEvent as D, delivery } from './support/settle-deliveries.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures } from './support/settlement.js';
 
@@ -20,45 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.close();
 });
-
-interface Delivery extends SettleMsg {
-  outcome: 'acked' | 'nakked' | undefined;
-}
-
-let seq = 0;
-function delivery(e: SettlementEvent): Delivery {
-  const d: Delivery = {
-    data: encodeEvent(e),
-    seq: ++seq,
-    subject: `test.${e.couponId}`,
-    info: { deliveryCount: 1 },
-    outcome: undefined,
-    ack: () => {
-      d.outcome = 'acked';
-    },
-    ackAck: async () => {
-      d.outcome = 'acked';
-      return true;
-    },
-    nak: () => {
-      d.outcome = 'nakked';
-    },
-    working: () => {},
-  };
-  return d;
-}
-
-const D = (couponId: string, requestId: string, quantity: number): SettlementEvent => ({
-  kind: 'D',
-  couponId,
-  requestId,
-  userId: `u-${requestId}`,
-  quantity,
-  shard: 0,
-  occurredAt: Date.now(),
-  reason: '',
-});
-const C = (d: SettlementEvent): SettlementEvent => ({ ...d, kind: 'C', reason: 'cancelled' });
 
 describe('refusing a deduction MySQL cannot cover', () => {
   it('when another settler settles the coupon between the look for compensations and the refusal, then the deduction is not refused: it waits, and settles once its room arrives', async () => {
