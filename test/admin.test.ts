@@ -79,6 +79,34 @@ describe('Restock', () => {
     expect((await t.app.repo.find(id))?.settledRemaining).toBe(16);
   });
 
+  it('when a restock would lift the total stock above 10^12, then FAILED_PRECONDITION naming quantity, nothing is added, and a replay still answers', async () => {
+    const id = uniqueId();
+    const CAP = 1_000_000_000_000n;
+    await t.client.createCoupon({ couponId: id, totalStock: CAP - 5n, shardCount: 4 });
+    const over = t.client.restock({ couponId: id, quantity: 6n, requestId: 'rs-a' });
+    await expect(over).rejects.toMatchObject({
+      code: status.FAILED_PRECONDITION,
+      details: expect.stringMatching(/^quantity: .*1000000000001/),
+    });
+    // The refused id was not recorded: asked again with a quantity that fits, it is a new restock, not a replay.
+    const upToCap = await t.client.restock({ couponId: id, quantity: 5n, requestId: 'rs-a' });
+    expect(upToCap).toMatchObject({ replayed: false, level: { totalStock: CAP, available: CAP } });
+    // Each call alone is within 1..10^12; without the cap, 9,008 of them would pass 2^53, where doubles lose units.
+    const huge = t.client.restock({ couponId: id, quantity: CAP, requestId: 'rs-b' });
+    await expect(huge).rejects.toMatchObject({ code: status.FAILED_PRECONDITION });
+    const replay = await t.client.restock({ couponId: id, quantity: 5n, requestId: 'rs-a' });
+    expect(replay.replayed).toBe(true);
+    const rec = await t.client.reconcile({ couponId: id });
+    expect(rec).toMatchObject({
+      totalStock: CAP,
+      ledgerRestocked: 5n,
+      settledRemaining: CAP,
+      redisAvailable: CAP,
+      redisDrift: 0n,
+      ledgerDrift: 0n,
+    });
+  });
+
   it('when the coupon is unknown, then NOT_FOUND', async () => {
     expect(await code(t.client.restock({ couponId: uniqueId(), quantity: 1n, requestId: 'x' }))).toBe(status.NOT_FOUND);
   });

@@ -72,7 +72,7 @@ it('when a second copy of a deduction settles while the first is being refused, 
   await reached;
   const a = await w.app.settlement.ledger.applyBatch(id, [{ event: e, ref: 'A' }], true);
   expect({ refused: a.refused.length, applied: a.plan.apply.length }).toEqual({ refused: 1, applied: 0 });
-  await w.app.repo.restock(id, 'rs-1', 5);
+  await w.app.repo.restock(id, 'rs-1', 5, Number.MAX_SAFE_INTEGER);
   release();
   const b = await copyB;
   expect({ applied: b.plan.apply.length, refusedAgain: b.refusedAgain.length }).toEqual({ applied: 0, refusedAgain: 1 });

@@ -2,7 +2,7 @@
 // a settlement transaction is here (settlement's LedgerStore and the live page's list delegate to it).
 import type { MikroORM } from '@mikro-orm/mysql';
 import { DeadlockException, LockMode, LockWaitTimeoutException, UniqueConstraintViolationException } from '@mikro-orm/core';
-import type { Coupon, CouponRepository, NewCoupon, RestockResult, SaleSettings } from '../domain/ports.js';
+import type { Coupon, CouponRepository, NewCoupon, RestockOverCap, RestockResult, SaleSettings } from '../domain/ports.js';
 import { CouponRow, LedgerRow } from './entities.js';
 
 const RESTOCK_ATTEMPTS = 5;
@@ -144,10 +144,10 @@ export class MikroCouponRepository implements CouponRepository {
    * optimistic read-then-write lost to each of them (and to other restocks) with an OptimisticLockError, which
    * reached the caller as UNAVAILABLE. A deadlock or a lock wait timeout is retried here as well.
    */
-  async restock(id: string, requestId: string, quantity: number): Promise<RestockResult | null> {
+  async restock(id: string, requestId: string, quantity: number, cap: number): Promise<RestockResult | RestockOverCap | null> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.restockOnce(id, requestId, quantity);
+        return await this.restockOnce(id, requestId, quantity, cap);
       } catch (err) {
         const again = err instanceof DeadlockException || err instanceof LockWaitTimeoutException;
         if (!again || attempt >= RESTOCK_ATTEMPTS) throw err;
@@ -155,10 +155,18 @@ export class MikroCouponRepository implements CouponRepository {
     }
   }
 
-  private restockOnce(id: string, requestId: string, quantity: number): Promise<RestockResult | null> {
+  private restockOnce(id: string, requestId: string, quantity: number, cap: number): Promise<RestockResult | RestockOverCap | null> {
     return this.orm.em.fork().transactional(async (em) => {
       const coupon = await em.findOne(CouponRow, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       if (!coupon) return null;
+      // Looked up before the cap so that a replay is answered as recorded even once the total is near the cap;
+      // the row lock above orders this against another call with the same request id.
+      const prior = await em.findOne(LedgerRow, { couponId: id, requestId, kind: 'RESTOCK' });
+      if (prior) return { coupon: toCoupon(coupon), replayed: true, needsRedis: !prior.redisApplied, quantity: Number(prior.quantity) };
+      // Stock figures are summed as doubles in the service and in Lua: past 2^53 a unit could be lost or
+      // made up without any error, so the total stays far below it.
+      const wouldBe = Number(coupon.totalStock) + quantity;
+      if (wouldBe > cap) return { overCap: true, wouldBe };
       const inserted = await em
         .createQueryBuilder(LedgerRow)
         .insert({ couponId: id, requestId, kind: 'RESTOCK', quantity, occurredAt: Date.now(), settledAt: new Date(), redisApplied: false })

@@ -154,9 +154,14 @@ export class CouponAdmin {
     const couponId = v.couponId(input.couponId);
     const quantity = v.units('quantity', input.quantity, 1n, v.MAX_TOTAL_STOCK);
     const requestId = v.requestId(input.requestId);
-    const r = await this.d.repo.restock(couponId, requestId, quantity);
+    const r = await this.d.repo.restock(couponId, requestId, quantity, Number(v.MAX_TOTAL_STOCK));
     this.records.delete(couponId);
     if (!r) throw notFound(`coupon ${couponId} does not exist`);
+    if ('overCap' in r)
+      throw new DomainError(
+        'failed_precondition',
+        `quantity: the restock would bring total_stock to ${r.wouldBe}, above the most a coupon can hold (${v.MAX_TOTAL_STOCK}); nothing was added`,
+      );
     if (r.needsRedis) await this.applyRestock(r.coupon, requestId, r.quantity);
     const coupon = (await this.d.repo.find(couponId))!;
     return { level: await this.levelOf(coupon, true), replayed: r.replayed };

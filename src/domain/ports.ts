@@ -134,6 +134,13 @@ export interface RestockResult {
   quantity: number;
 }
 
+/** A new restock that would lift the coupon's total stock above the most one coupon can hold. */
+export interface RestockOverCap {
+  overCap: true;
+  /** The total stock it would have reached. */
+  wouldBe: number;
+}
+
 export type NewCoupon = Pick<Coupon, 'id' | 'initialStock' | 'shardCount' | 'perUserLimit' | 'shardTags'> & {
   /** The window to set when the row is inserted (ignored when it exists). */
   startsAt?: number | null;
@@ -150,7 +157,9 @@ export interface CouponRepository {
   /** The sale settings of the coupons that exist among `ids` (one query: the catalog's background refresh). */
   saleSettings(ids: readonly string[]): Promise<Map<string, SaleSettings>>;
   markPreheated(id: string): Promise<void>;
-  restock(id: string, requestId: string, quantity: number): Promise<RestockResult | null>;
+  /** Refuses (nothing written) a new restock that would lift the total stock above `cap`; a replay is answered
+   * as recorded whatever the total. */
+  restock(id: string, requestId: string, quantity: number, cap: number): Promise<RestockResult | RestockOverCap | null>;
   markRestockApplied(id: string, requestId: string): Promise<void>;
   /** Restocks committed in MySQL whose shards were not credited yet (a crash in between). */
   unappliedRestocks(olderThanMs: number): Promise<{ couponId: string; requestId: string; quantity: number }[]>;

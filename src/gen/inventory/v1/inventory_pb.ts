@@ -346,7 +346,7 @@ export type RestockRequest = Message<"inventory.v1.RestockRequest"> & {
   couponId: string;
 
   /**
-   * 1..10^12 units.
+   * 1..10^12 units, and the coupon's total stock after it at most 10^12 (else FAILED_PRECONDITION).
    *
    * @generated from field: int64 quantity = 2;
    */
