@@ -309,6 +309,7 @@ describe('deploy/nats and deploy/redis against the code and real servers', () =>
       'maxmemory-policy': 'noeviction',
       'repl-diskless-sync': 'yes',
       'min-replicas-to-write': '0',
+      'stream-node-max-bytes': '512',
     });
 
     const port = await freePort();
@@ -327,6 +328,7 @@ describe('deploy/nats and deploy/redis against the code and real servers', () =>
     expect(cli('config', 'get', 'maxmemory-policy')).toBe('maxmemory-policy\nnoeviction');
     expect(cli('config', 'get', 'cluster-node-timeout')).toBe('cluster-node-timeout\n2000');
     expect(cli('config', 'get', 'appendonly')).toBe('appendonly\nyes');
+    expect(cli('config', 'get', 'stream-node-max-bytes')).toBe('stream-node-max-bytes\n512');
     expect(cli('info', 'cluster')).toContain('cluster_enabled:1');
   });
 });

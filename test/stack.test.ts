@@ -80,18 +80,22 @@ afterAll(async () => {
 });
 
 describe('local redis cluster (private ports 7301-7306)', () => {
-  it('when no node directory has ever held a cluster, then up creates one, every node on AOF with fsync every second', async () => {
+  it('when no node directory has ever held a cluster, then up creates one, every node on AOF with fsync every second and the tuned stream nodes', async () => {
     const r = await redisUp(layout);
     expect(r).toEqual({ action: 'created', started: PORTS });
     expect(clusterHealthy(PORTS)).toBe(true);
     for (const port of PORTS) {
       expect(redisCli(port, 'config', 'get', 'appendonly')).toBe('appendonly\nyes');
       expect(redisCli(port, 'config', 'get', 'appendfsync')).toBe('appendfsync\neverysec');
+      expect(redisCli(port, 'config', 'get', 'stream-node-max-bytes')).toBe('stream-node-max-bytes\n512');
     }
     expect(redisCli(PORTS[0]!, '-c', 'set', KEY, 'before-any-restart')).toBe('OK');
     // everysec: give the AOF its second before any node is killed.
     await sleep(1_200);
+    // A cluster started before the setting existed gets it when reused.
+    redisCli(PORTS[1]!, 'config', 'set', 'stream-node-max-bytes', '4096');
     expect(await redisUp(layout)).toEqual({ action: 'reused', started: [] });
+    expect(redisCli(PORTS[1]!, 'config', 'get', 'stream-node-max-bytes')).toBe('stream-node-max-bytes\n512');
   });
 
   it('when one master is killed, then up restarts only that node, it rejoins and the cluster is healthy with the key', async () => {

@@ -85,6 +85,14 @@ async function waitClusterReady(ports: number[], timeoutMs: number): Promise<voi
   );
 }
 
+/** Settings from deploy/redis/redis.conf that change what a deduction costs (that file says why), given to every
+ * node at start and set again on the nodes of a cluster that is reused, which may predate them. */
+export const TUNED_SETTINGS: readonly (readonly [string, string])[] = [['stream-node-max-bytes', '512']];
+
+function applyTunedSettings(ports: number[]): void {
+  for (const port of ports) for (const [name, value] of TUNED_SETTINGS) redisCli(port, 'config', 'set', name, value);
+}
+
 /** Starts one cluster-enabled redis-server, daemonized, with its nodes.conf, data, pidfile and log in `dir`. */
 export function startRedisNode(port: number, dir: string, options: RedisNodeOptions = {}): void {
   mkdirSync(dir, { recursive: true });
@@ -125,6 +133,7 @@ export function startRedisNode(port: number, dir: string, options: RedisNodeOpti
       ...persistence,
       '--maxmemory-policy',
       'noeviction',
+      ...TUNED_SETTINGS.flatMap(([name, value]) => [`--${name}`, value]),
     ],
     { stdio: 'inherit' },
   );
@@ -150,7 +159,10 @@ async function formCluster(ports: number[]): Promise<void> {
 export async function redisUp(layout: RedisLayout): Promise<RedisUpResult> {
   const { ports, dirOf } = layout;
   const answering = await Promise.all(ports.map((p) => portOpen(p)));
-  if (answering.every(Boolean) && clusterHealthy(ports)) return { action: 'reused', started: [] };
+  if (answering.every(Boolean) && clusterHealthy(ports)) {
+    applyTunedSettings(ports);
+    return { action: 'reused', started: [] };
+  }
   const foreign = ports.filter((p, i) => answering[i] && nodePid(layout, p) === undefined);
   if (foreign.length > 0) {
     throw new Error(`port ${foreign.join(', ')} is taken by a process this stack did not start; free it or set SHARDSTOCK_REDIS_NODES`);
@@ -184,6 +196,7 @@ export async function redisUp(layout: RedisLayout): Promise<RedisUpResult> {
         '`npm run stack -- reset` deletes the local cluster so that `up` creates a new one',
     );
   }
+  applyTunedSettings(ports);
   return { action: missing.length > 0 ? 'restarted' : 'reused', started: missing };
 }
 
