@@ -11,6 +11,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
+import { TUNED_SETTINGS } from '../deploy/local/redis-cluster.js';
 import { luaScript } from '../src/redis/cluster.js';
 
 const S = Number(process.argv[2] ?? 5);
@@ -20,7 +21,10 @@ const PORT = Number(process.argv[5] ?? 7291);
 const IN_FLIGHT = 4;
 const FRESH = process.env.SHARDSTOCK_LUA_FRESH === '1';
 
-const server = spawn('redis-server', ['--port', String(PORT), '--save', '', '--appendonly', 'no', '--bind', '127.0.0.1'], {
+// The cluster's own tuning (deploy/redis/redis.conf) applies here too: a stream node's preallocation is a large
+// share of a fresh shard's XADD.
+const tuned = TUNED_SETTINGS.flatMap(([name, value]) => [`--${name}`, value]);
+const server = spawn('redis-server', ['--port', String(PORT), '--save', '', '--appendonly', 'no', '--bind', '127.0.0.1', ...tuned], {
   stdio: 'ignore',
 });
 const r = new Redis({ port: PORT, lazyConnect: true, retryStrategy: () => null });
