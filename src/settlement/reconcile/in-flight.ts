@@ -6,12 +6,13 @@
 // Read order matters for a live coupon: Redis first, then JetStream, then MySQL's ledger, so an event moving
 // along the pipeline while it is counted is seen at least once and never counted as both settled and in
 // flight (Reconcile also reads MySQL's coupon row before all of these: reconciler.ts says why).
-import type { Coupon, InFlightCounter, ShardLevel } from '../../domain/ports.js';
+import { moveCreditId } from '../../domain/ids.js';
+import type { Coupon, InFlightCounter, ShardLevel, ShardRef } from '../../domain/ports.js';
 import { allShards } from '../../domain/routing.js';
 import { eventId, signedQuantity, type SettlementEvent } from '../event.js';
 import type { SettlementStreamReader } from '../jetstream.js';
 import type { LedgerStore, ReconcileView } from '../settle/ledger-store.js';
-import type { OutboxStreams } from '../relay/outbox.js';
+import type { OutboxStreams, OutgoingMove } from '../relay/outbox.js';
 
 export interface InFlightSnapshot {
   levels: ShardLevel[];
@@ -32,13 +33,46 @@ export class InFlight implements InFlightCounter {
     private readonly stream: SettlementStreamReader,
   ) {}
 
-  /** Shard levels and outbox events (Redis), then unsettled JetStream messages. */
+  /** Shard levels and outbox events (Redis), then unsettled JetStream messages. A level's `inTransit` leaves out
+   * moves already credited at their target (landedMovesLeftOut). */
   async snapshot(coupon: Pick<Coupon, 'id' | 'shardTags'>): Promise<InFlightSnapshot> {
-    const shards = await Promise.all(allShards(coupon).map((ref) => this.outbox.snapshot(ref)));
+    const refs = allShards(coupon);
+    const shards = await Promise.all(refs.map((ref) => this.outbox.snapshot(ref)));
+    await this.landedMovesLeftOut(refs, shards);
     const outbox = new Map<string, SettlementEvent>();
     for (const s of shards) for (const e of s.events) outbox.set(eventId(e), e);
     const jetstream = await this.stream.events(coupon.id);
     return { levels: shards.map((s) => s.level), outbox, jetstream };
+  }
+
+  /**
+   * A move's units are in its target's `avail` from its credit on, and still in its source's `transit` until its
+   * acknowledgement: a read of both shards in between counted them twice, and Reconcile showed Redis above its
+   * bound (a positive redisDrift) where nothing was wrong. Whether each move the sources listed was credited is
+   * read here, after every level: one credited by then was counted at its target if it landed before the
+   * target's level was read, and nowhere if after — never twice, so its transit is left out.
+   */
+  private async landedMovesLeftOut(refs: ShardRef[], shards: { level: ShardLevel; moves: OutgoingMove[] }[]): Promise<void> {
+    const byTarget = new Map<number, { source: ShardLevel; move: OutgoingMove }[]>();
+    for (const s of shards) {
+      for (const move of s.moves) {
+        if (!refs[move.target]) continue;
+        const list = byTarget.get(move.target) ?? [];
+        list.push({ source: s.level, move });
+        byTarget.set(move.target, list);
+      }
+    }
+    await Promise.all(
+      [...byTarget].map(async ([target, list]) => {
+        const landed = await this.outbox.credited(
+          refs[target]!,
+          list.map((m) => moveCreditId(m.move.moveId)),
+        );
+        list.forEach((m, i) => {
+          if (landed[i]) m.source.inTransit = Math.max(0, m.source.inTransit - m.move.quantity);
+        });
+      }),
+    );
   }
 
   static candidates(s: InFlightSnapshot): SettlementEvent[] {

@@ -12,8 +12,12 @@
 // settled deductions from the first read: one settled after it is either still a candidate (excluded from
 // in flight by the second read) or already in Redis's lower level — Redis can only look low. Units come back
 // to MySQL before or after Redis (restocks, compensations), so the bound takes those from the second read.
-// A positive redisDrift is therefore never a timing artefact; a negative one on a busy coupon can be, which
-// is why the periodic reconciler only complains about drift that persists.
+// Units moving between shards are in their target's avail from the credit on and in their source's transit
+// until the ack; InFlight.snapshot leaves out of transit every move credited by the time all levels were read.
+// A positive redisDrift is therefore not a timing artefact, but for one case left open: a move made whole
+// between two shards' reads (taken from the source after its read, credited before the target's) is counted
+// twice. The shards are read at once and a move takes two round trips, so it needs a slow read; a negative
+// drift on a busy coupon is common. The periodic reconciler only complains about drift that persists.
 import { DomainError, notFound, unavailable } from '../../domain/errors.js';
 import type { Coupon, CouponRecovery, RecoveryReport } from '../../domain/ports.js';
 import type { Reconciliation } from '../../domain/reconcile-types.js';

@@ -113,18 +113,24 @@ export class OutboxStreams {
     return { length, oldestMs: first.length > 0 ? streamIdMs(first[0]![0]) : 0 };
   }
 
-  /** One shard's level and every event still in its outbox, read in one MULTI (same slot) so they agree. */
-  async snapshot(shard: ShardRef, pageSize = 10_000): Promise<{ level: ShardLevel; events: SettlementEvent[] }> {
+  /** One shard's level, the moves out of it not yet acknowledged (their units are its `transit`) and every
+   * event still in its outbox, read in one MULTI (same slot) so they agree. */
+  async snapshot(shard: ShardRef, pageSize = 10_000): Promise<{ level: ShardLevel; moves: OutgoingMove[]; events: SettlementEvent[] }> {
     const keys = shardKeys(this.namespace, shard.tag);
     const r = await this.redis
       .multi()
       .hmget(keys.shard, ...SHARD_LEVEL_FIELDS)
       .xrange(keys.outbox, '-', '+', 'COUNT', pageSize)
       .xrevrange(keys.outbox, '+', '-', 'COUNT', 1)
+      .hgetall(keys.moves)
       .exec();
     const failed = r?.find(([err]) => err);
     if (!r || failed) throw failed?.[0] ?? new Error('outbox snapshot: MULTI aborted');
     const level = parseShardLevel(shard.index, r[0]![1] as (string | null)[]);
+    const moves = Object.entries(r[3]![1] as Record<string, string>).map(([moveId, v]) => {
+      const [target, quantity] = v.split('|');
+      return { moveId, target: Number(target), quantity: Number(quantity) };
+    });
     let page = entries(r[1]![1] as RawEntries);
     const lastId = (r[2]![1] as RawEntries)[0]?.[0];
     const events: SettlementEvent[] = [];
@@ -136,6 +142,21 @@ export class OutboxStreams {
       page = entries((await this.redis.xrange(keys.outbox, from, lastId, 'COUNT', pageSize)) as RawEntries);
       if (page.length === 0) break;
     }
-    return { level, events };
+    return { level, moves, events };
   }
+
+  /** Which of `creditIds` were applied on the shard (a move's credit: its units landed there). */
+  async credited(shard: ShardRef, creditIds: string[]): Promise<boolean[]> {
+    if (creditIds.length === 0) return [];
+    const scores = await this.redis.zmscore(shardKeys(this.namespace, shard.tag).credits, ...creditIds);
+    return scores.map((score) => score !== null);
+  }
+}
+
+/** A fallback move out of a shard, as its `moves` hash records it until the move is acknowledged. */
+export interface OutgoingMove {
+  moveId: string;
+  /** Index of the shard the units go to. */
+  target: number;
+  quantity: number;
 }
