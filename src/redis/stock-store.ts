@@ -19,6 +19,7 @@ import { Scripts } from './scripts.js';
 import { RecordReadBatcher } from './record-read-batcher.js';
 import { ShardBatcher } from './shard-batcher.js';
 import { parseShardLevel, SHARD_LEVEL_FIELDS } from './shard-level.js';
+import { parsePendingMoves } from './pending-moves.js';
 
 /** Applied credit ids are kept this long: far longer than any move or restock stays unfinished. */
 const CREDIT_RETENTION_MS = 7 * 24 * 3600 * 1000;
@@ -198,11 +199,7 @@ export class RedisStockStore implements StockStore {
   }
 
   async pendingMoves(shard: ShardRef): Promise<PendingMove[]> {
-    const all = await this.redis.hgetall(this.keys(shard).moves);
-    return Object.entries(all).map(([moveId, v]) => {
-      const [target, quantity, startedMs] = v.split('|');
-      return { moveId, target: Number(target), quantity: Number(quantity), startedMs: Number(startedMs) };
-    });
+    return parsePendingMoves(await this.redis.hgetall(this.keys(shard).moves));
   }
 
   /** Refuses a write to a fenced slot; returns the slot's master as the client routes to it now, as the write

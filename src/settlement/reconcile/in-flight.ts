@@ -7,12 +7,12 @@
 // along the pipeline while it is counted is seen at least once and never counted as both settled and in
 // flight (Reconcile also reads MySQL's coupon row before all of these: reconciler.ts says why).
 import { moveCreditId } from '../../domain/ids.js';
-import type { Coupon, InFlightCounter, ShardLevel, ShardRef } from '../../domain/ports.js';
+import type { Coupon, InFlightCounter, PendingMove, ShardLevel, ShardRef } from '../../domain/ports.js';
 import { allShards } from '../../domain/routing.js';
 import { eventId, signedQuantity, type SettlementEvent } from '../event.js';
 import type { SettlementStreamReader } from '../jetstream.js';
 import type { LedgerStore, ReconcileView } from '../settle/ledger-store.js';
-import type { OutboxStreams, OutgoingMove } from '../relay/outbox.js';
+import type { OutboxStreams } from '../relay/outbox.js';
 
 export interface InFlightSnapshot {
   levels: ShardLevel[];
@@ -52,8 +52,8 @@ export class InFlight implements InFlightCounter {
    * read here, after every level: one credited by then was counted at its target if it landed before the
    * target's level was read, and nowhere if after — never twice, so its transit is left out.
    */
-  private async landedMovesLeftOut(refs: ShardRef[], shards: { level: ShardLevel; moves: OutgoingMove[] }[]): Promise<void> {
-    const byTarget = new Map<number, { source: ShardLevel; move: OutgoingMove }[]>();
+  private async landedMovesLeftOut(refs: ShardRef[], shards: { level: ShardLevel; moves: PendingMove[] }[]): Promise<void> {
+    const byTarget = new Map<number, { source: ShardLevel; move: PendingMove }[]>();
     for (const s of shards) {
       for (const move of s.moves) {
         if (!refs[move.target]) continue;

@@ -2,8 +2,9 @@
 // reads through the consumer group `relay` under its own consumer name, so instances share the work; an entry
 // leaves the stream (XACK + XDEL in one MULTI on the shard's slot) only after JetStream stored it.
 import type { Cluster } from 'ioredis';
-import type { ShardLevel, ShardRef } from '../../domain/ports.js';
+import type { PendingMove, ShardLevel, ShardRef } from '../../domain/ports.js';
 import { RELAY_GROUP, shardKeys } from '../../redis/keys.js';
+import { parsePendingMoves } from '../../redis/pending-moves.js';
 import { parseShardLevel, SHARD_LEVEL_FIELDS } from '../../redis/shard-level.js';
 import { fromOutboxEntry, type OutboxEvent, type SettlementEvent } from '../event.js';
 
@@ -115,7 +116,7 @@ export class OutboxStreams {
 
   /** One shard's level, the moves out of it not yet acknowledged (their units are its `transit`) and every
    * event still in its outbox, read in one MULTI (same slot) so they agree. */
-  async snapshot(shard: ShardRef, pageSize = 10_000): Promise<{ level: ShardLevel; moves: OutgoingMove[]; events: SettlementEvent[] }> {
+  async snapshot(shard: ShardRef, pageSize = 10_000): Promise<{ level: ShardLevel; moves: PendingMove[]; events: SettlementEvent[] }> {
     const keys = shardKeys(this.namespace, shard.tag);
     const r = await this.redis
       .multi()
@@ -127,10 +128,7 @@ export class OutboxStreams {
     const failed = r?.find(([err]) => err);
     if (!r || failed) throw failed?.[0] ?? new Error('outbox snapshot: MULTI aborted');
     const level = parseShardLevel(shard.index, r[0]![1] as (string | null)[]);
-    const moves = Object.entries(r[3]![1] as Record<string, string>).map(([moveId, v]) => {
-      const [target, quantity] = v.split('|');
-      return { moveId, target: Number(target), quantity: Number(quantity) };
-    });
+    const moves = parsePendingMoves(r[3]![1] as Record<string, string>);
     let page = entries(r[1]![1] as RawEntries);
     const lastId = (r[2]![1] as RawEntries)[0]?.[0];
     const events: SettlementEvent[] = [];
@@ -151,12 +149,4 @@ export class OutboxStreams {
     const scores = await this.redis.zmscore(shardKeys(this.namespace, shard.tag).credits, ...creditIds);
     return scores.map((score) => score !== null);
   }
-}
-
-/** A fallback move out of a shard, as its `moves` hash records it until the move is acknowledged. */
-export interface OutgoingMove {
-  moveId: string;
-  /** Index of the shard the units go to. */
-  target: number;
-  quantity: number;
 }
