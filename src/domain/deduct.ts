@@ -262,8 +262,8 @@ export class DeductService {
    * others cannot cover the request, the answer waits for its rebuild ({ lost }), or a sold-out coupon would be
    * declared while the lost shard's units are still owed to it.
    * The probe's reads are not one snapshot: a move credited on a shard read before it landed and acknowledged at
-   * its source read after it left is seen nowhere. Such a move ended before a second probe begins, so a sell-out
-   * is declared only when a second probe finds the coupon empty too (`confirming`). */
+   * its source read after it left is seen nowhere. Such a move ended before a second probe begins, so a sell-out,
+   * a shortfall (INSUFFICIENT) and a partial fill's shrink are decided only on a second probe (`confirming`). */
   private async planFallback(
     coupon: Coupon,
     home: number,
@@ -301,6 +301,8 @@ export class DeductService {
       return confirming ? 'sold_out' : this.planFallback(coupon, home, quantity, homeNow, partial, true);
     if (available < quantity) {
       if (inTransit > 0) return 'wait' as const;
+      // A move may have been seen nowhere, as above: a shortfall, like a sell-out, is believed from a second probe.
+      if (!confirming) return this.planFallback(coupon, home, quantity, homeNow, partial, true);
       // A partial fill takes what the open shards have now; the next round plans for that amount.
       if (partial && available > 0) return { shrinkTo: available };
       if (available + fenced < quantity) return 'insufficient' as const;

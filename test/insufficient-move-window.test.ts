@@ -1,0 +1,86 @@
+// A Deduct that its home shard cannot cover probes every shard to plan a fallback. The probe's reads are not one
+// snapshot: a move made by another caller between them, credited at a shard read before it landed and
+// acknowledged at a shard read after it left, is seen nowhere. A sell-out was declared only on a second probe
+// that agreed, but INSUFFICIENT (and a partial fill's shrink) rested on the first probe alone, so a caller was
+// told the coupon lacked units it had.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Coupon } from '../src/domain/model.js';
+import { moveCreditId } from '../src/domain/ids.js';
+import { homeShard, shardRef } from '../src/domain/routing.js';
+import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+
+let a: TestApp;
+beforeAll(async () => {
+  a = await startTestApp({ SHARDSTOCK_WORKERS: 'none' });
+});
+afterAll(async () => {
+  await a?.close();
+});
+
+function requestHomedAt(coupon: Coupon, shard: number, prefix: string): string {
+  for (let i = 0; ; i++) if (homeShard(coupon, `${prefix}-${i}`, '') === shard) return `${prefix}-${i}`;
+}
+
+/** Holds the next probe read of shard `tag` (an HMGET of its hash) before it is sent, until released, and
+ * reports when the probe's read of shard `firstTag` has been answered: the test moves units in between. */
+function orderProbeReads(app: TestApp, firstTag: string, heldTag: string) {
+  const redis = app.app.redis as unknown as { hmget: (...args: unknown[]) => Promise<unknown> };
+  const original = redis.hmget;
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let firstAnswered!: () => void;
+  const first = new Promise<void>((r) => (firstAnswered = r));
+  let held = false;
+  redis.hmget = async (...args: unknown[]) => {
+    const key = String(args[0]);
+    if (!held && key.includes(`{${heldTag}}`)) {
+      held = true;
+      await gate;
+      redis.hmget = original;
+      return original.apply(app.app.redis, args);
+    }
+    const r = await original.apply(app.app.redis, args);
+    if (key.includes(`{${firstTag}}`)) firstAnswered();
+    return r;
+  };
+  return { first, release };
+}
+
+describe('INSUFFICIENT against a move between the probe reads', () => {
+  for (const partial of [false, true]) {
+    it(`when another caller's move lands between the probe's reads of its two shards, then a ${partial ? 'partial fill still gets every unit it asked for' : 'Deduct still gets its units, not INSUFFICIENT'}`, async () => {
+      const id = uniqueId('im');
+      await a.client.createCoupon({ couponId: id, totalStock: 3n, shardCount: 3 });
+      const coupon = (await a.app.repo.find(id))!;
+      // One unit per shard; the home's is sold, so the request needs both others.
+      const drain = await a.app.deduct.deduct({ couponId: id, requestId: requestHomedAt(coupon, 0, 'drain'), userId: '', quantity: 1n });
+      expect(drain).toMatchObject({ outcome: 'deducted', shard: 0 });
+
+      // The move another caller makes: shard 2's unit to shard 1, credited and acknowledged while the
+      // probe has read shard 1 (one unit) and not yet shard 2.
+      const order = orderProbeReads(a, coupon.shardTags[1]!, coupon.shardTags[2]!);
+      const call = a.app.deduct.deduct({
+        couponId: id,
+        requestId: requestHomedAt(coupon, 0, 'want2'),
+        userId: '',
+        quantity: 2n,
+        allowPartial: partial,
+      });
+      await order.first;
+      const moveId = `m-${id}`;
+      expect(await a.app.store.moveOut(shardRef(coupon, 2), moveId, 1, 1)).toBe(1);
+      expect(await a.app.store.credit(shardRef(coupon, 1), moveCreditId(moveId), 1)).toBe('applied');
+      expect(await a.app.store.ackMove(shardRef(coupon, 2), moveId)).toBe(true);
+      order.release();
+
+      const r = await call;
+      expect(r).toMatchObject({ outcome: 'deducted', granted: 2, replayed: false });
+      const levels = await a.app.store.probe([0, 1, 2].map((i) => shardRef(coupon, i)));
+      expect(levels.map((l) => [l.available, l.inTransit])).toEqual([
+        [0, 0],
+        [0, 0],
+        [0, 0],
+      ]);
+    });
+  }
+});
