@@ -182,11 +182,11 @@ export function buildDomain(
     placement,
     now,
   });
-  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes, now);
+  const sweeper = new MoveSweeper(guardedStore, reloader);
+  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes, now, sweeper);
   const saleSignals = new NatsSaleSignals(nats, config.namespace);
   const sale = new SaleControl({ repo: guardErrors(new MikroSaleRepository(orm), 'the database'), catalog, signals: saleSignals, changes });
   const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);
-  const sweeper = new MoveSweeper(guardedStore, reloader);
   const holdStore = new RedisHoldStore(redis, {
     namespace: config.namespace,
     idempotencyWindowS: config.idempotencyWindowS,

@@ -9,6 +9,7 @@ import type { Credit, HoldStore, ShardLevel, StockChanges, StockStore } from './
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
+import type { MoveSweeper } from './move-sweeper.js';
 import { moveCreditId, moveIdFor, moveRound } from './ids.js';
 import { allShards, claimShard, homeShard, shardRef } from './routing.js';
 import * as v from './validate.js';
@@ -58,6 +59,9 @@ export interface DeductStats {
 const MAX_ROUNDS = 24;
 /** How long a call waits for a paused (recovering) coupon before answering UNAVAILABLE with a retry-after. */
 const PAUSE_PATIENCE_MS = 500;
+/** How long a call waits on units in transit before it lands their move itself (and the youngest move it lands):
+ * a live mover lands its move within milliseconds, and the rounds a call has last ~0.6 s. */
+const STRANDED_AFTER_MS = 250;
 
 export class DeductService {
   readonly stats: DeductStats = { fallbacks: 0, moves: 0, movedUnits: 0, soldOutFastPath: 0, reloads: 0 };
@@ -72,6 +76,8 @@ export class DeductService {
     private readonly changes?: StockChanges,
     /** The clock sale windows are judged by (ms since epoch); tests pass their own. */
     private readonly now: () => number = Date.now,
+    /** Lands moves stranded by a dead mover that a waiting call has watched for STRANDED_AFTER_MS. */
+    private readonly moves?: Pick<MoveSweeper, 'sweepShard'>,
   ) {}
 
   async deduct(input: DeductInput, signal?: AbortSignal, hold?: HoldTake): Promise<DeductResult> {
@@ -164,6 +170,7 @@ export class DeductService {
     let creditEpoch = '';
     let moved: { source: number; moveId: string }[] = [];
     let pausedFor = 0;
+    let waitingSince: number | undefined;
     // Before the first read a sell-out could rest on: units returned after it keep this call from marking one.
     const readsBegan = this.soldOut.stamp();
     for (let round = 0; round < MAX_ROUNDS; round++) {
@@ -227,8 +234,10 @@ export class DeductService {
             return { outcome: 'sold_out', replayed: false, remaining: 0, shard: home, granted: 0 };
           }
           if (plan === 'insufficient') return { outcome: 'insufficient', replayed: false, remaining: r.available, shard: home, granted: 0 };
-          if (plan === 'wait') {
-            // Units are travelling between shards; they land within a round trip or two.
+          if ('wait' in plan) {
+            // Units are travelling between shards; they land within a round trip or two, unless their mover died.
+            waitingSince ??= Date.now();
+            if (this.moves && Date.now() - waitingSince >= STRANDED_AFTER_MS) await this.landStranded(coupon, plan.wait);
             await sleep(1 + Math.random() * 4 * (round + 1));
             continue;
           }
@@ -300,7 +309,7 @@ export class DeductService {
     if (available + inTransit + fenced === 0)
       return confirming ? 'sold_out' : this.planFallback(coupon, home, quantity, homeNow, partial, true);
     if (available < quantity) {
-      if (inTransit > 0) return 'wait' as const;
+      if (inTransit > 0) return { wait: levels.filter((l) => l.inTransit > 0).map((l) => l.index) };
       // A move may have been seen nowhere, as above: a shortfall, like a sell-out, is believed from a second probe.
       if (!confirming) return this.planFallback(coupon, home, quantity, homeNow, partial, true);
       // A partial fill takes what the open shards have now; the next round plans for that amount.
@@ -346,6 +355,16 @@ export class DeductService {
     return { credits, moved };
   }
 
+  /** As the sweeper would, without waiting for it: a caller would otherwise run out of rounds (ABORTED) for as
+   * long as the sweeper takes to come by. Safe against a live mover: its credit is idempotent by move id. */
+  private async landStranded(coupon: Coupon, sources: number[]): Promise<void> {
+    await Promise.all(
+      sources.map((index) =>
+        this.moves!.sweepShard(coupon, index, STRANDED_AFTER_MS).catch((err) => this.onError('stranded move', err)),
+      ),
+    );
+  }
+
   private ackMoves(coupon: Coupon, moved: { source: number; moveId: string }[]): void {
     // Not awaited: an unacknowledged move only keeps its units counted as transit until the sweeper acks it.
     for (const m of moved) {
@@ -354,7 +373,7 @@ export class DeductService {
   }
 }
 
-type FallbackPlan = 'sold_out' | 'insufficient' | 'wait' | { lost: number[] } | { shrinkTo: number } | { index: number; want: number }[];
+type FallbackPlan = 'sold_out' | 'insufficient' | { wait: number[] } | { lost: number[] } | { shrinkTo: number } | { index: number; want: number }[];
 
 /** Takes from the fullest shards first; spreads ties randomly so racing callers pick different sources. */
 export function pickSources(levels: ShardLevel[], home: number, need: number): { index: number; want: number }[] {

@@ -25,7 +25,8 @@ export class MoveSweeper implements ShardSweeper {
     return done;
   }
 
-  async sweepShard(coupon: Coupon, index: number): Promise<{ done: number; left: number }> {
+  /** graceMs: a waiting Deduct (deduct.ts) lands moves younger than the sweeper's own grace. */
+  async sweepShard(coupon: Coupon, index: number, graceMs = this.graceMs): Promise<{ done: number; left: number }> {
     const source = shardRef(coupon, index);
     let done = 0;
     let left = 0;
@@ -36,7 +37,7 @@ export class MoveSweeper implements ShardSweeper {
     // refused rather than landing those units a second time. A recovery before the read leaves no such move.
     const epochs = await this.store.epochs(coupon.shardTags.map((_, i) => shardRef(coupon, i)));
     for (const m of await this.store.pendingMoves(source)) {
-      if (Date.now() - m.startedMs < this.graceMs) {
+      if (Date.now() - m.startedMs < graceMs) {
         left++;
         continue;
       }
