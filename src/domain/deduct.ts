@@ -359,9 +359,7 @@ export class DeductService {
    * long as the sweeper takes to come by. Safe against a live mover: its credit is idempotent by move id. */
   private async landStranded(coupon: Coupon, sources: number[]): Promise<void> {
     await Promise.all(
-      sources.map((index) =>
-        this.moves!.sweepShard(coupon, index, STRANDED_AFTER_MS).catch((err) => this.onError('stranded move', err)),
-      ),
+      sources.map((index) => this.moves!.sweepShard(coupon, index, STRANDED_AFTER_MS).catch((err) => this.onError('stranded move', err))),
     );
   }
 
@@ -373,7 +371,13 @@ export class DeductService {
   }
 }
 
-type FallbackPlan = 'sold_out' | 'insufficient' | { wait: number[] } | { lost: number[] } | { shrinkTo: number } | { index: number; want: number }[];
+type FallbackPlan =
+  | 'sold_out'
+  | 'insufficient'
+  | { wait: number[] }
+  | { lost: number[] }
+  | { shrinkTo: number }
+  | { index: number; want: number }[];
 
 /** Takes from the fullest shards first; spreads ties randomly so racing callers pick different sources. */
 export function pickSources(levels: ShardLevel[], home: number, need: number): { index: number; want: number }[] {
