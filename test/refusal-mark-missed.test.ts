@@ -30,13 +30,18 @@ describe('a refusal mark that missed its record', () => {
     const repairsBefore = a.app.settlement.recovery.stats.recoveries;
     const store = refusals();
     const real = store.markRefused.bind(store);
-    store.markRefused = async () => 'gone';
+    let missed = 0;
+    store.markRefused = async () => {
+      missed++;
+      return 'gone';
+    };
     try {
       expect((await a.client.deduct({ couponId, requestId: 'r1', userId: 'u1', quantity: 2n })).outcome).toBe(DeductOutcome.DEDUCTED);
+      // The settler commits the anomaly row and only then marks: the real mark must not be back before it tried.
       await waitFor(
-        'the refusal',
-        () => ledgerFigures(a.app, couponId),
-        (f) => f.anomalies.length === 1,
+        'the refusal and its missed mark',
+        async () => ({ f: await ledgerFigures(a.app, couponId), missed }),
+        (x) => x.f.anomalies.length === 1 && x.missed > 0,
         30_000,
         50,
       );
