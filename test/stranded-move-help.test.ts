@@ -53,5 +53,9 @@ describe('a move stranded by a dead mover', () => {
     expect(await a.app.store.pendingMoves(shardRef(coupon, 1))).toEqual([]);
     const rec = await a.client.reconcile({ couponId: id });
     expect(rec).toMatchObject({ redisAvailable: 0n, redisDrift: 0n });
+    // One move, landed once, by a caller: what an operator sees on /metrics.
+    const metrics = (await a.app.metrics.render()).body;
+    expect(metrics).toMatch(/^shardstock_stranded_moves_landed_by_callers_total 1$/m);
+    expect(metrics).toMatch(/^shardstock_stranded_moves_landed_by_sweeper_total 0$/m);
   });
 });

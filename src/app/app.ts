@@ -122,6 +122,7 @@ export async function startApp(config: Readonly<Config>, logger?: Logger, option
     levelChecksPending: () => domain.levelChecks.pending,
     orderSweeps: domain.orderSweeper.stats,
     orders: domain.orders.stats,
+    moveSweeper: domain.sweeper,
   });
   attachSettlementMetrics(metrics, () => settlement.figures());
   const plain = [

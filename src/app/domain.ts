@@ -182,11 +182,13 @@ export function buildDomain(
     placement,
     now,
   });
-  const sweeper = new MoveSweeper(guardedStore, reloader);
-  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes, now, sweeper);
+  // Its own instance, so that the sweeper's count of finished moves stays the sweeper's (/metrics shows both).
+  const callerLanding = new MoveSweeper(guardedStore, reloader);
+  const deduct = new DeductService(catalog, guardedStore, soldOut, reloader, config.maxQuantity, onError, changes, now, callerLanding);
   const saleSignals = new NatsSaleSignals(nats, config.namespace);
   const sale = new SaleControl({ repo: guardErrors(new MikroSaleRepository(orm), 'the database'), catalog, signals: saleSignals, changes });
   const compensate = new CompensateService(catalog, guardedStore, soldOut, signals, reloader, changes);
+  const sweeper = new MoveSweeper(guardedStore, reloader);
   const holdStore = new RedisHoldStore(redis, {
     namespace: config.namespace,
     idempotencyWindowS: config.idempotencyWindowS,

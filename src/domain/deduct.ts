@@ -52,6 +52,8 @@ export interface DeductStats {
   movedUnits: number;
   soldOutFastPath: number;
   reloads: number;
+  /** Moves stranded by a dead mover that this instance's waiting calls landed themselves (landStranded). */
+  strandedMovesLanded: number;
 }
 
 /** Enough rounds for thousands of callers racing for the last units; each round either lands units on the
@@ -64,7 +66,14 @@ const PAUSE_PATIENCE_MS = 500;
 const STRANDED_AFTER_MS = 250;
 
 export class DeductService {
-  readonly stats: DeductStats = { fallbacks: 0, moves: 0, movedUnits: 0, soldOutFastPath: 0, reloads: 0 };
+  readonly stats: DeductStats = {
+    fallbacks: 0,
+    moves: 0,
+    movedUnits: 0,
+    soldOutFastPath: 0,
+    reloads: 0,
+    strandedMovesLanded: 0,
+  };
 
   constructor(
     private readonly catalog: CouponCatalog,
@@ -359,7 +368,14 @@ export class DeductService {
    * long as the sweeper takes to come by. Safe against a live mover: its credit is idempotent by move id. */
   private async landStranded(coupon: Coupon, sources: number[]): Promise<void> {
     await Promise.all(
-      sources.map((index) => this.moves!.sweepShard(coupon, index, STRANDED_AFTER_MS).catch((err) => this.onError('stranded move', err))),
+      sources.map((index) =>
+        this.moves!.sweepShard(coupon, index, STRANDED_AFTER_MS).then(
+          (r) => {
+            this.stats.strandedMovesLanded += r.done;
+          },
+          (err) => this.onError('stranded move', err),
+        ),
+      ),
     );
   }
 

@@ -56,8 +56,8 @@ export class MoveSweeper implements ShardSweeper {
         left++;
         continue;
       }
-      await this.store.ackMove(source, m.moveId);
-      done++;
+      // Counted by whoever removed it: another instance's sweeper, or a waiting Deduct, may land it at once.
+      if (await this.store.ackMove(source, m.moveId)) done++;
     }
     this.finished += done;
     return { done, left };

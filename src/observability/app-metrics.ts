@@ -26,6 +26,8 @@ export interface AppFigures {
   /** Absent in tests that build figures by hand. */
   orderSweeps?: OrderSweepStats;
   orders?: OrderStats;
+  /** Absent in tests that build figures by hand. */
+  moveSweeper?: { readonly finished: number };
 }
 
 export function registerAppMetrics(m: Metrics, f: AppFigures): void {
@@ -43,6 +45,19 @@ export function registerAppMetrics(m: Metrics, f: AppFigures): void {
     () => s.soldOutFastPath,
   );
   m.counterFrom('shardstock_shard_reloads_total', 'Shards found missing in Redis and reloaded from MySQL by Deduct', () => s.reloads);
+  // Either count rising means a mover died between taking units out of a shard and landing them.
+  m.counterFrom(
+    'shardstock_stranded_moves_landed_by_callers_total',
+    'Fallback moves left by a dead mover that a Deduct waiting on their units landed itself',
+    () => s.strandedMovesLanded,
+  );
+  const moves = f.moveSweeper;
+  if (moves)
+    m.counterFrom(
+      'shardstock_stranded_moves_landed_by_sweeper_total',
+      "Fallback moves left by a dead mover that this instance's sweeper landed",
+      () => moves.finished,
+    );
 
   m.gaugeFrom('shardstock_ready', '1 when Redis, NATS and MySQL all answer (same answer as /readyz and grpc.health.v1)', () =>
     f.readiness().ready ? 1 : 0,
