@@ -21,26 +21,27 @@ function requestHomedAt(coupon: Coupon, shard: number, prefix: string): string {
   for (let i = 0; ; i++) if (homeShard(coupon, `${prefix}-${i}`, '') === shard) return `${prefix}-${i}`;
 }
 
-/** Holds the next probe read of shard `tag` (an HMGET of its hash) before it is sent, until released, and
- * reports when the probe's read of shard `firstTag` has been answered: the test moves units in between. */
-function orderProbeReads(app: TestApp, firstTag: string, heldTag: string) {
+/** Holds a probe read of shard `heldTag` (an HMGET of its hash; the one after `skip` others) before it is sent,
+ * until released, and reports when the same probe's read of shard `firstTag` has been answered: the test moves
+ * units in between. */
+function orderProbeReads(app: TestApp, firstTag: string, heldTag: string, skip = 0) {
   const redis = app.app.redis as unknown as { hmget: (...args: unknown[]) => Promise<unknown> };
   const original = redis.hmget;
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
   let firstAnswered!: () => void;
   const first = new Promise<void>((r) => (firstAnswered = r));
-  let held = false;
+  let heldSeen = 0;
+  let firstSeen = 0;
   redis.hmget = async (...args: unknown[]) => {
     const key = String(args[0]);
-    if (!held && key.includes(`{${heldTag}}`)) {
-      held = true;
+    if (key.includes(`{${heldTag}}`) && heldSeen++ === skip) {
       await gate;
       redis.hmget = original;
       return original.apply(app.app.redis, args);
     }
     const r = await original.apply(app.app.redis, args);
-    if (key.includes(`{${firstTag}}`)) firstAnswered();
+    if (key.includes(`{${firstTag}}`) && firstSeen++ === skip) firstAnswered();
     return r;
   };
   return { first, release };
@@ -83,4 +84,37 @@ describe('INSUFFICIENT against a move between the probe reads', () => {
       ]);
     });
   }
+
+  it('when a probe that falls short is followed by one that a move hides everything from, then the coupon is not declared sold out', async () => {
+    const id = uniqueId('im');
+    await a.client.createCoupon({ couponId: id, totalStock: 3n, shardCount: 3 });
+    const coupon = (await a.app.repo.find(id))!;
+    // Only shard 1's unit is left.
+    for (const shard of [0, 2]) {
+      const r = await a.app.deduct.deduct({
+        couponId: id,
+        requestId: requestHomedAt(coupon, shard, `drain${shard}`),
+        userId: '',
+        quantity: 1n,
+      });
+      expect(r).toMatchObject({ outcome: 'deducted', shard });
+    }
+
+    // The first probe sees the unit (short of 2); in the second, shard 2 is read before the unit lands there
+    // and shard 1 after it left: that probe sees nothing anywhere.
+    const order = orderProbeReads(a, coupon.shardTags[2]!, coupon.shardTags[1]!, 1);
+    const call = a.app.deduct.deduct({ couponId: id, requestId: requestHomedAt(coupon, 0, 'want2'), userId: '', quantity: 2n });
+    await order.first;
+    const moveId = `m-${id}`;
+    expect(await a.app.store.moveOut(shardRef(coupon, 1), moveId, 2, 1)).toBe(1);
+    expect(await a.app.store.credit(shardRef(coupon, 2), moveCreditId(moveId), 1)).toBe('applied');
+    expect(await a.app.store.ackMove(shardRef(coupon, 1), moveId)).toBe(true);
+    order.release();
+
+    // One unit is left and 2 were asked for: INSUFFICIENT, never SOLD_OUT (which would also refuse the unit
+    // from memory to every caller after it).
+    expect((await call).outcome).toBe('insufficient');
+    const next = await a.app.deduct.deduct({ couponId: id, requestId: 'want1', userId: '', quantity: 1n });
+    expect(next.outcome).toBe('deducted');
+  });
 });

@@ -280,15 +280,17 @@ export class DeductService {
    * others cannot cover the request, the answer waits for its rebuild ({ lost }), or a sold-out coupon would be
    * declared while the lost shard's units are still owed to it.
    * The probe's reads are not one snapshot: a move credited on a shard read before it landed and acknowledged at
-   * its source read after it left is seen nowhere. Such a move ended before a second probe begins, so a sell-out,
-   * a shortfall (INSUFFICIENT) and a partial fill's shrink are decided only on a second probe (`confirming`). */
+   * its source read after it left is seen nowhere. Such a move ended before the next probe begins, so each answer
+   * that rests on units not being there needs two probes in a row that show it: a sell-out two empty ones (a
+   * shortfall before an empty probe is not one), a shortfall (INSUFFICIENT) or a partial fill's shrink two that
+   * each fall short (`before`: what the previous probe of this decision showed). */
   private async planFallback(
     coupon: Coupon,
     home: number,
     quantity: number,
     homeAvailable: number,
     partial = false,
-    confirming = false,
+    before: 'none' | 'empty' | 'short' = 'none',
   ): Promise<FallbackPlan> {
     const levels = await this.store.probe(allShards(coupon));
     // The home's level as probed, read after its short answer: a move may have landed units there since.
@@ -316,11 +318,10 @@ export class DeductService {
     }
     if (lost.length > 0 && available < quantity) return { lost };
     if (available + inTransit + fenced === 0)
-      return confirming ? 'sold_out' : this.planFallback(coupon, home, quantity, homeNow, partial, true);
+      return before === 'empty' ? 'sold_out' : this.planFallback(coupon, home, quantity, homeNow, partial, 'empty');
     if (available < quantity) {
       if (inTransit > 0) return { wait: levels.filter((l) => l.inTransit > 0).map((l) => l.index) };
-      // A move may have been seen nowhere, as above: a shortfall, like a sell-out, is believed from a second probe.
-      if (!confirming) return this.planFallback(coupon, home, quantity, homeNow, partial, true);
+      if (before === 'none') return this.planFallback(coupon, home, quantity, homeNow, partial, 'short');
       // A partial fill takes what the open shards have now; the next round plans for that amount.
       if (partial && available > 0) return { shrinkTo: available };
       if (available + fenced < quantity) return 'insufficient' as const;
