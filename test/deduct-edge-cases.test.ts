@@ -14,6 +14,7 @@ import type { ShardReloader } from '../src/domain/shard-reloader.js';
 import { SoldOutCache } from '../src/domain/sold-out-cache.js';
 import { CLAIM_HOLD_S, RedisStockStore } from '../src/redis/stock-store.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { requestIdHomedAt } from './support/routing.js';
 import { shardState } from './support/inspect.js';
 import { bucketField, dropClaim } from './support/bucket-fields.js';
 
@@ -36,11 +37,6 @@ const errOf = (p: Promise<unknown>) =>
     () => null,
     (e: ServiceError) => e,
   );
-
-/** A request id (unlimited coupon) whose home is `shard`. */
-function idOn(coupon: Coupon, shard: number, prefix: string): string {
-  for (let i = 0; ; i++) if (homeShard(coupon, `${prefix}${i}`, '') === shard) return `${prefix}${i}`;
-}
 
 async function coupon(stock: number, shards: number, perUserLimit = 0): Promise<Coupon> {
   const id = uniqueId();
@@ -92,18 +88,20 @@ describe('move-ack on a lost shard', () => {
 describe('fallback next to a lost shard', () => {
   it('when the only shard with units left has lost its data, then a short request waits for its rebuild and is DEDUCTED, never SOLD_OUT', async () => {
     const c = await coupon(2, 2); // one unit per shard
-    const first = idOn(c, 0, 'a');
+    const first = requestIdHomedAt(c, 0, 'a');
     expect((await a.client.deduct({ couponId: c.id, requestId: first, quantity: 1n })).outcome).toBe(DeductOutcome.DEDUCTED);
     // Shard 1 still owes its unit; its hash goes as with a flushed master (its outbox holds no event).
     await a.app.redis.del(a.app.store.keys(shardRef(c, 1)).shard);
     const reloads = a.app.deduct.stats.reloads;
     // Home shard 0 is empty: the fallback finds shard 1 lost, not empty.
-    const r = await a.client.deduct({ couponId: c.id, requestId: idOn(c, 0, 'b'), quantity: 1n });
+    const r = await a.client.deduct({ couponId: c.id, requestId: requestIdHomedAt(c, 0, 'b'), quantity: 1n });
     expect(r.outcome).toBe(DeductOutcome.DEDUCTED);
     expect(a.app.deduct.stats.reloads).toBeGreaterThan(reloads);
     const s = await untilNoTransit(c.id);
     expect([s.available, s.net]).toEqual([0, 2]);
-    expect((await a.client.deduct({ couponId: c.id, requestId: idOn(c, 1, 'c'), quantity: 1n })).outcome).toBe(DeductOutcome.SOLD_OUT);
+    expect((await a.client.deduct({ couponId: c.id, requestId: requestIdHomedAt(c, 1, 'c'), quantity: 1n })).outcome).toBe(
+      DeductOutcome.SOLD_OUT,
+    );
   });
 });
 
@@ -162,7 +160,7 @@ describe('fallback next to a fenced shard', () => {
     const fencedStore = new RedisStockStore(a.app.redis, { namespace: a.namespace, idempotencyWindowS: 3600, fence });
     const svc = new DeductService(new CouponCatalog(a.app.repo), fencedStore, new SoldOutCache(2000), noReload, 100);
     const deduct = (prefix: string, quantity: number) =>
-      svc.deduct({ couponId: c.id, requestId: idOn(c, home, prefix), userId: '', quantity: BigInt(quantity) }).then(
+      svc.deduct({ couponId: c.id, requestId: requestIdHomedAt(c, home, prefix), userId: '', quantity: BigInt(quantity) }).then(
         (r) => r.outcome,
         (e: DomainError) => `${e.kind}/${e.retryAfterMs}`,
       );

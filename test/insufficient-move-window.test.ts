@@ -4,10 +4,10 @@
 // that agreed, but INSUFFICIENT (and a partial fill's shrink) rested on the first probe alone, so a caller was
 // told the coupon lacked units it had.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Coupon } from '../src/domain/model.js';
 import { moveCreditId } from '../src/domain/ids.js';
-import { homeShard, shardRef } from '../src/domain/routing.js';
+import { shardRef } from '../src/domain/routing.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { requestIdHomedAt } from './support/routing.js';
 
 let a: TestApp;
 beforeAll(async () => {
@@ -16,10 +16,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await a?.close();
 });
-
-function requestHomedAt(coupon: Coupon, shard: number, prefix: string): string {
-  for (let i = 0; ; i++) if (homeShard(coupon, `${prefix}-${i}`, '') === shard) return `${prefix}-${i}`;
-}
 
 /** Holds a probe read of shard `heldTag` (an HMGET of its hash; the one after `skip` others) before it is sent,
  * until released, and reports when the same probe's read of shard `firstTag` has been answered: the test moves
@@ -54,7 +50,7 @@ describe('INSUFFICIENT against a move between the probe reads', () => {
       await a.client.createCoupon({ couponId: id, totalStock: 3n, shardCount: 3 });
       const coupon = (await a.app.repo.find(id))!;
       // One unit per shard; the home's is sold, so the request needs both others.
-      const drain = await a.app.deduct.deduct({ couponId: id, requestId: requestHomedAt(coupon, 0, 'drain'), userId: '', quantity: 1n });
+      const drain = await a.app.deduct.deduct({ couponId: id, requestId: requestIdHomedAt(coupon, 0, 'drain'), userId: '', quantity: 1n });
       expect(drain).toMatchObject({ outcome: 'deducted', shard: 0 });
 
       // The move another caller makes: shard 2's unit to shard 1, credited and acknowledged while the
@@ -62,7 +58,7 @@ describe('INSUFFICIENT against a move between the probe reads', () => {
       const order = orderProbeReads(a, coupon.shardTags[1]!, coupon.shardTags[2]!);
       const call = a.app.deduct.deduct({
         couponId: id,
-        requestId: requestHomedAt(coupon, 0, 'want2'),
+        requestId: requestIdHomedAt(coupon, 0, 'want2'),
         userId: '',
         quantity: 2n,
         allowPartial: partial,
@@ -93,7 +89,7 @@ describe('INSUFFICIENT against a move between the probe reads', () => {
     for (const shard of [0, 2]) {
       const r = await a.app.deduct.deduct({
         couponId: id,
-        requestId: requestHomedAt(coupon, shard, `drain${shard}`),
+        requestId: requestIdHomedAt(coupon, shard, `drain${shard}`),
         userId: '',
         quantity: 1n,
       });
@@ -103,7 +99,7 @@ describe('INSUFFICIENT against a move between the probe reads', () => {
     // The first probe sees the unit (short of 2); in the second, shard 2 is read before the unit lands there
     // and shard 1 after it left: that probe sees nothing anywhere.
     const order = orderProbeReads(a, coupon.shardTags[2]!, coupon.shardTags[1]!, 1);
-    const call = a.app.deduct.deduct({ couponId: id, requestId: requestHomedAt(coupon, 0, 'want2'), userId: '', quantity: 2n });
+    const call = a.app.deduct.deduct({ couponId: id, requestId: requestIdHomedAt(coupon, 0, 'want2'), userId: '', quantity: 2n });
     await order.first;
     const moveId = `m-${id}`;
     expect(await a.app.store.moveOut(shardRef(coupon, 1), moveId, 2, 1)).toBe(1);

@@ -4,10 +4,10 @@
 // while the units sit on a shard.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MoveSweeper } from '../src/domain/move-sweeper.js';
-import { homeShard, shardRef } from '../src/domain/routing.js';
-import type { Coupon } from '../src/domain/model.js';
+import { shardRef } from '../src/domain/routing.js';
 import type { ShardReloader } from '../src/domain/shard-reloader.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { requestIdHomedAt } from './support/routing.js';
 import { shardState } from './support/inspect.js';
 import { waitFor } from './support/settlement.js';
 
@@ -51,11 +51,6 @@ function holdReads(app: TestApp, keys: string[]) {
   };
 }
 
-/** A request id whose (unlimited) home is shard `index`. */
-function idHomedAt(coupon: Coupon, index: number, prefix: string): string {
-  for (let i = 0; ; i++) if (homeShard(coupon, `${prefix}-${i}`, '') === index) return `${prefix}-${i}`;
-}
-
 /** A coupon whose only unit sits in transit from shard 0 to `target`, its mover gone. */
 async function unitInTransit(shards: number, target: number) {
   const id = uniqueId();
@@ -69,7 +64,7 @@ describe('sold-out decisions while moves land', () => {
   it('when the unit lands on the home shard between its short answer and the probe, then the Deduct gets it', async () => {
     const coupon = await unitInTransit(2, 1);
     const held = holdReads(a, [a.app.store.keys(shardRef(coupon, 0)).shard, a.app.store.keys(shardRef(coupon, 1)).shard]);
-    const call = a.app.deduct.deduct({ couponId: coupon.id, requestId: idHomedAt(coupon, 1, 'h'), userId: '', quantity: 1n });
+    const call = a.app.deduct.deduct({ couponId: coupon.id, requestId: requestIdHomedAt(coupon, 1, 'h'), userId: '', quantity: 1n });
     await waitFor(
       'the probe to start',
       async () => held.waiting(),
@@ -88,7 +83,7 @@ describe('sold-out decisions while moves land', () => {
     const coupon = await unitInTransit(3, 1);
     // The probe reads the target (1) before the unit lands there and the source (0) after it left.
     const held = holdReads(a, [a.app.store.keys(shardRef(coupon, 0)).shard]);
-    const call = a.app.deduct.deduct({ couponId: coupon.id, requestId: idHomedAt(coupon, 2, 'o'), userId: '', quantity: 1n });
+    const call = a.app.deduct.deduct({ couponId: coupon.id, requestId: requestIdHomedAt(coupon, 2, 'o'), userId: '', quantity: 1n });
     await waitFor(
       'the probe to start',
       async () => held.waiting(),

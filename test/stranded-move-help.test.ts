@@ -5,9 +5,9 @@
 // move it has seen stranded for a while itself, as the sweeper would: credit by move id (idempotent, so a live
 // mover racing it cannot double it), then acknowledge.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Coupon } from '../src/domain/model.js';
-import { homeShard, shardRef } from '../src/domain/routing.js';
+import { shardRef } from '../src/domain/routing.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { requestIdHomedAt } from './support/routing.js';
 
 let a: TestApp;
 beforeAll(async () => {
@@ -18,10 +18,6 @@ afterAll(async () => {
   await a?.close();
 });
 
-function requestHomedAt(coupon: Coupon, shard: number, prefix: string): string {
-  for (let i = 0; ; i++) if (homeShard(coupon, `${prefix}-${i}`, '') === shard) return `${prefix}-${i}`;
-}
-
 describe('a move stranded by a dead mover', () => {
   it('when every unit left is in a dead mover’s transit, then concurrent Deducts land it themselves and sell exactly those units', async () => {
     const id = uniqueId('sm');
@@ -29,7 +25,7 @@ describe('a move stranded by a dead mover', () => {
     const coupon = (await a.app.repo.find(id))!;
     // Shard 0 sells its 4; shard 1's 4 leave for shard 0 in a move nobody lands (its mover "died").
     for (let i = 0; i < 4; i++) {
-      const r = await a.app.deduct.deduct({ couponId: id, requestId: requestHomedAt(coupon, 0, `first${i}`), userId: '', quantity: 1n });
+      const r = await a.app.deduct.deduct({ couponId: id, requestId: requestIdHomedAt(coupon, 0, `first${i}`), userId: '', quantity: 1n });
       expect(r.outcome).toBe('deducted');
     }
     expect(await a.app.store.moveOut(shardRef(coupon, 1), `dead-${id}`, 0, 4)).toBe(4);
