@@ -237,3 +237,65 @@ describe('group commit: one call per master in flight', () => {
     expect(again.map((r) => r.kind)).toEqual(['replay', 'replay', 'replay', 'replay']);
   });
 });
+
+describe("group commit under load: a gap between a master's calls", () => {
+  it("when a master's call carried SHARDSTOCK_SHARD_BATCH_GAP_FROM requests, then its next call waits out the gap and takes every wave that came meanwhile, a request cancelled while it waited is dropped, and a lighter call lets the next go at once", async () => {
+    const { scripts, here, local } = shardsAround();
+    const shards = local.slice(0, 4);
+    expect(shards.length).toBe(4);
+    for (const s of shards) await scripts.shardInit(s, 1000, 0);
+    const ack = new ReplicaAck(a.app.redis, 2000);
+    const GAP_MS = 90;
+    const sentAt: number[] = [];
+    const sizes: number[] = [];
+    const batcher = new ShardBatcher(scripts, {
+      max: 64,
+      waitUs: 0,
+      gapUs: GAP_MS * 1000,
+      gapFrom: 10,
+      vouch: true,
+      beforeWrite: (key) => a.app.redis.slots[slotOf(key)]![0]!,
+      afterWrite: (key, before) => ack.afterWrite(key, before),
+      onBatch: (n) => sizes.push(n),
+      onMaster: (node, commands) => {
+        expect(node).toBe(here);
+        sentAt.push(performance.now());
+        return ack.pipelineWithWait(node, commands);
+      },
+    });
+    const input = (requestId: string) => ({ requestId, userId: '', quantity: 1, perUserLimit: 0 });
+    const avail = async () => Promise.all(shards.map(async (s) => Number(await a.app.redis.hget(scripts.keys(s).shard, 'avail'))));
+
+    // A call of 10: load, so the gap holds the master's next call.
+    const first = await Promise.all(Array.from({ length: 10 }, (_, k) => batcher.deduct(shards[0]!, input(`g0.${k}`))));
+    expect(first.map((r) => r.kind)).toEqual(Array(10).fill('deducted'));
+    // Three waves 5 ms apart, well inside the gap; one request of the second is cancelled while it waits.
+    const cancel = new AbortController();
+    const waves: Promise<{ kind: string }>[] = [];
+    let cancelled: Promise<unknown> | undefined;
+    for (const w of [1, 2, 3]) {
+      for (let k = 0; k < 3; k++) waves.push(batcher.deduct(shards[w]!, input(`g${w}.${k}`)));
+      if (w === 2) cancelled = batcher.deduct(shards[2]!, input('g2.cancelled'), cancel.signal).catch((err: unknown) => err);
+      await sleep(5);
+    }
+    cancel.abort();
+    const second = await Promise.all(waves);
+    expect(second.map((r) => r.kind)).toEqual(Array(9).fill('deducted'));
+    expect(((await cancelled) as { kind?: string }).kind).toBe('deadline_exceeded');
+    // The three waves left together, one call, no sooner than the gap after the first call left.
+    expect(sentAt).toHaveLength(2);
+    expect(sentAt[1]! - sentAt[0]!).toBeGreaterThanOrEqual(GAP_MS - 1);
+    expect(sizes.reduce((n, x) => n + x, 0)).toBe(19);
+    // That call carried 9, below gapFrom: the next leaves at once, not a gap after it.
+    const before = performance.now();
+    expect((await batcher.deduct(shards[0]!, input('g4.0'))).kind).toBe('deducted');
+    expect(sentAt).toHaveLength(3);
+    expect(sentAt[2]! - before).toBeLessThan(GAP_MS / 2);
+    // Each deducted once; the cancelled one not at all.
+    expect(await avail()).toEqual([989, 997, 997, 997]);
+    const again = await Promise.all([batcher.deduct(shards[0]!, input('g0.3')), batcher.deduct(shards[2]!, input('g2.1'))]);
+    expect(again.map((r) => r.kind)).toEqual(['replay', 'replay']);
+    expect((await batcher.deduct(shards[2]!, input('g2.cancelled'))).kind).toBe('deducted');
+    expect(await avail()).toEqual([989, 997, 996, 997]);
+  });
+});

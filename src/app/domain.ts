@@ -92,6 +92,8 @@ export function buildDomain(
     batch: {
       max: config.shardBatchMax,
       waitUs: config.shardBatchWaitUs,
+      gapUs: config.shardBatchGapUs,
+      gapFrom: config.shardBatchGapFrom,
       onBatch: (n) => batchSizes.observe(n),
       onReadBatch: (n) => readBatchSizes.observe(n),
     },

@@ -40,6 +40,8 @@ export interface RedisStockStoreOptions {
     | {
         max: number;
         waitUs: number;
+        gapUs?: number | undefined;
+        gapFrom?: number | undefined;
         onBatch?: ((size: number) => void) | undefined;
         /** Every batch of record reads (the sold-out fast path), as sent. */
         onReadBatch?: ((size: number) => void) | undefined;
