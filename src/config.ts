@@ -71,9 +71,9 @@ export interface Config {
   shardBatchMax: number;
   /** SHARDSTOCK_SHARD_BATCH_WAIT_US — group commit: how long the first request of a batch waits for company, µs (0 = until the end of the current event-loop turn; else rounded up to whole ms). Default 0. */
   shardBatchWaitUs: number;
-  /** SHARDSTOCK_SHARD_BATCH_GAP_US — group commit under load: after a master's call that carried at least SHARDSTOCK_SHARD_BATCH_GAP_FROM requests, its next call leaves no sooner than this many µs after it (rounded to whole ms), so calls carry more requests and Redis spends less CPU per deduction, at up to this much latency (0 = off; at most 90000). Default 0. */
+  /** SHARDSTOCK_SHARD_BATCH_GAP_US — group commit under load: while requests arrive for a master fast enough that its next call would carry at least SHARDSTOCK_SHARD_BATCH_GAP_FROM anyway, that call leaves no sooner than this many µs after the previous one (ms resolution), so calls carry more requests and Redis spends less CPU per deduction, at up to this much latency (0 = off; at most 90000). Default 0. */
   shardBatchGapUs: number;
-  /** SHARDSTOCK_SHARD_BATCH_GAP_FROM — the requests a master's call must have carried for SHARDSTOCK_SHARD_BATCH_GAP_US to hold its next call (below it, load is light and the next call leaves at once). Default 16. */
+  /** SHARDSTOCK_SHARD_BATCH_GAP_FROM — the size a master's next call would have without the gap (arrival rate × the call's round trip) from which SHARDSTOCK_SHARD_BATCH_GAP_US holds it (below it, load is light and the next call leaves at once). Default 8. */
   shardBatchGapFrom: number;
   /** SHARDSTOCK_WAIT_TIMEOUT_MS — how long a `replica` ack waits for the replica before the call fails UNAVAILABLE. Default 200. */
   waitTimeoutMs: number;
@@ -498,7 +498,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     shardBatchMax: int(env, 'SHARDSTOCK_SHARD_BATCH_MAX', 64, 1, 1024),
     shardBatchWaitUs: int(env, 'SHARDSTOCK_SHARD_BATCH_WAIT_US', 0, 0, 100_000),
     shardBatchGapUs: int(env, 'SHARDSTOCK_SHARD_BATCH_GAP_US', 0, 0, 90_000),
-    shardBatchGapFrom: int(env, 'SHARDSTOCK_SHARD_BATCH_GAP_FROM', 16, 1, 100_000),
+    shardBatchGapFrom: int(env, 'SHARDSTOCK_SHARD_BATCH_GAP_FROM', 8, 1, 100_000),
     waitTimeoutMs: int(env, 'SHARDSTOCK_WAIT_TIMEOUT_MS', 200, 1, 60_000),
     ackReplicas: int(env, 'SHARDSTOCK_ACK_REPLICAS', 1, 1, 16),
     workers,

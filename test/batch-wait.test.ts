@@ -239,7 +239,7 @@ describe('group commit: one call per master in flight', () => {
 });
 
 describe("group commit under load: a gap between a master's calls", () => {
-  it("when a master's call carried SHARDSTOCK_SHARD_BATCH_GAP_FROM requests, then its next call waits out the gap and takes every wave that came meanwhile, a request cancelled while it waited is dropped, and a lighter call lets the next go at once", async () => {
+  it('when requests arrive for a master faster than gapFrom per round trip, then its next call waits out the gap and takes every wave that came meanwhile, a request cancelled while it waited is dropped, and once the rate falls the next call goes at once', async () => {
     const { scripts, here, local } = shardsAround();
     const shards = local.slice(0, 4);
     expect(shards.length).toBe(4);
@@ -252,7 +252,7 @@ describe("group commit under load: a gap between a master's calls", () => {
       max: 64,
       waitUs: 0,
       gapUs: GAP_MS * 1000,
-      gapFrom: 10,
+      gapFrom: 3,
       vouch: true,
       beforeWrite: (key) => a.app.redis.slots[slotOf(key)]![0]!,
       afterWrite: (key, before) => ack.afterWrite(key, before),
@@ -266,9 +266,14 @@ describe("group commit under load: a gap between a master's calls", () => {
     const input = (requestId: string) => ({ requestId, userId: '', quantity: 1, perUserLimit: 0 });
     const avail = async () => Promise.all(shards.map(async (s) => Number(await a.app.redis.hget(scripts.keys(s).shard, 'avail'))));
 
-    // A call of 10: load, so the gap holds the master's next call.
-    const first = await Promise.all(Array.from({ length: 10 }, (_, k) => batcher.deduct(shards[0]!, input(`g0.${k}`))));
-    expect(first.map((r) => r.kind)).toEqual(Array(10).fill('deducted'));
+    // A first call warms the connection and the scripts; long after it, a call of 10 is slow traffic: no gap.
+    expect((await batcher.deduct(shards[3]!, input('g.warm'))).kind).toBe('deducted');
+    await sleep(300);
+    // 10, and at once 40 more parked behind them: 40 arrived within one round trip, so the gap holds the next.
+    const burst = Array.from({ length: 10 }, (_, k) => batcher.deduct(shards[0]!, input(`g0.${k}`)));
+    await new Promise((r) => setImmediate(r));
+    for (const i of [1, 2]) for (let k = 0; k < 20; k++) burst.push(batcher.deduct(shards[i]!, input(`b${i}.${k}`)));
+    expect((await Promise.all(burst)).map((r) => r.kind)).toEqual(Array(50).fill('deducted'));
     // Three waves 5 ms apart, well inside the gap; one request of the second is cancelled while it waits.
     const cancel = new AbortController();
     const waves: Promise<{ kind: string }>[] = [];
@@ -282,20 +287,21 @@ describe("group commit under load: a gap between a master's calls", () => {
     const second = await Promise.all(waves);
     expect(second.map((r) => r.kind)).toEqual(Array(9).fill('deducted'));
     expect(((await cancelled) as { kind?: string }).kind).toBe('deadline_exceeded');
-    // The three waves left together, one call, no sooner than the gap after the first call left.
-    expect(sentAt).toHaveLength(2);
-    expect(sentAt[1]! - sentAt[0]!).toBeGreaterThanOrEqual(GAP_MS - 1);
-    expect(sizes.reduce((n, x) => n + x, 0)).toBe(19);
-    // That call carried 9, below gapFrom: the next leaves at once, not a gap after it.
+    // warm-up, the 10, the 40 as soon as the 10 were back, then the waves together, a gap after the 40 left.
+    expect(sentAt).toHaveLength(4);
+    expect(sentAt[2]! - sentAt[1]!).toBeLessThan(GAP_MS / 2);
+    expect(sentAt[3]! - sentAt[2]!).toBeGreaterThanOrEqual(GAP_MS - 1);
+    expect(sizes.reduce((n, x) => n + x, 0)).toBe(60);
+    // 9 in 90 ms is slow again: the next call leaves at once, not a gap after the last.
     const before = performance.now();
     expect((await batcher.deduct(shards[0]!, input('g4.0'))).kind).toBe('deducted');
-    expect(sentAt).toHaveLength(3);
-    expect(sentAt[2]! - before).toBeLessThan(GAP_MS / 2);
+    expect(sentAt).toHaveLength(5);
+    expect(sentAt[4]! - before).toBeLessThan(GAP_MS / 2);
     // Each deducted once; the cancelled one not at all.
-    expect(await avail()).toEqual([989, 997, 997, 997]);
+    expect(await avail()).toEqual([989, 977, 977, 996]);
     const again = await Promise.all([batcher.deduct(shards[0]!, input('g0.3')), batcher.deduct(shards[2]!, input('g2.1'))]);
     expect(again.map((r) => r.kind)).toEqual(['replay', 'replay']);
     expect((await batcher.deduct(shards[2]!, input('g2.cancelled'))).kind).toBe('deducted');
-    expect(await avail()).toEqual([989, 997, 996, 997]);
+    expect(await avail()).toEqual([989, 977, 976, 996]);
   });
 });

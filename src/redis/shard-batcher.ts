@@ -22,6 +22,7 @@ import type { CompensateScriptResult, DeductScriptInput, DeductScriptResult, Sha
 import { DomainError } from '../domain/errors.js';
 import { isRedirect, luaScript } from './cluster.js';
 import { type Arg, type BatchOp, type BatchReply, parseShardBatch, type Reply, type Scripts } from './scripts.js';
+import { CallGap } from './call-gap.js';
 import { takeTurn } from './shard-turn.js';
 
 export interface ShardBatcherOptions {
@@ -30,8 +31,10 @@ export interface ShardBatcherOptions {
   /** How long the first request of a batch waits for company: 0 = until the end of the current event-loop
    * turn (setImmediate); otherwise µs, rounded up to the timer's 1 ms resolution. */
   waitUs: number;
-  /** Group commit under load: after a master's call that carried at least `gapFrom` requests, its next call
-   * leaves no sooner than `gapUs` after it left (0 or absent: as soon as it is back). */
+  /** Group commit under load (call-gap.ts): while requests arrive fast enough that a master's next call
+   * would carry at least `gapFrom`, it leaves no sooner than `gapUs` after the previous one (0 or absent: as
+   * soon as that one is back). Requests whose deadline passes meanwhile are dropped at dispatch; BUSY_AT_MOST_MS
+   * frees the master regardless, so the configured gap stays below it. */
   gapUs?: number | undefined;
   gapFrom?: number | undefined;
   /** True at the `replica` ack level: replays inside a batch are vouched for by the script (keys.ts ack). */
@@ -99,6 +102,7 @@ export class ShardBatcher {
   /** Masters with a call out (takeTurn, as shards are), and the groups waiting for each. */
   private readonly mastersOut = new Set<string>();
   private readonly parked = new Map<string, Ready[]>();
+  private readonly gap: CallGap;
   /** Since start: Redis calls sent (one per master and round, or one per shard on the cluster client's path),
    * the shards' batches they carried and the requests in those (the benchmark's requests per call). */
   readonly sent = { calls: 0, shards: 0, requests: 0 };
@@ -106,7 +110,9 @@ export class ShardBatcher {
   constructor(
     private readonly scripts: Scripts,
     private readonly options: ShardBatcherOptions,
-  ) {}
+  ) {
+    this.gap = new CallGap((options.gapUs ?? 0) / 1000, options.gapFrom ?? 1);
+  }
 
   deduct(shard: ShardRef, input: DeductScriptInput, signal?: AbortSignal): Promise<DeductScriptResult> {
     return this.enqueue(shard, { op: 'D', input }, signal) as Promise<DeductScriptResult>;
@@ -223,7 +229,9 @@ export class ShardBatcher {
       return;
     }
     const free = takeTurn(this.mastersOut, owner, BUSY_AT_MOST_MS, () => this.unpark(owner));
-    const hold = this.gapAfter(group);
+    let size = 0;
+    for (const r of group) size += r.q.items.length;
+    const hold = this.gap.sent(owner, size);
     // Nothing in sendOnMaster should throw; if something did, its requests must not wait for their deadlines.
     this.sendOnMaster(owner, group)
       .catch((err: unknown) => {
@@ -233,28 +241,6 @@ export class ShardBatcher {
         }
       })
       .finally(() => hold(free));
-  }
-
-  /**
-   * What to do with a master's turn once its call is back. Under load (a call of at least `gapFrom` requests)
-   * the next call waits until `gapUs` after this one left, gathering what arrives meanwhile: most of a call's
-   * Redis CPU is per call and per shard, not per request (replication, the WAIT round, each shard's reads and
-   * writes), so fewer, larger calls cost Redis less per deduction. Light load sends the next call at once,
-   * where waiting would only add latency. Requests whose deadline passes while they wait are dropped at
-   * dispatch (live), and BUSY_AT_MOST_MS frees the master regardless, so the gap stays below it.
-   */
-  private gapAfter(group: readonly Ready[]): (free: () => void) => void {
-    const gapMs = (this.options.gapUs ?? 0) / 1000;
-    if (gapMs < 1) return (free) => free();
-    let size = 0;
-    for (const r of group) size += r.q.items.length;
-    if (size < (this.options.gapFrom ?? 1)) return (free) => free();
-    const until = performance.now() + gapMs;
-    return (free) => {
-      const wait = until - performance.now();
-      if (wait < 1) free();
-      else setTimeout(free, wait);
-    };
   }
 
   /** Sends the groups that waited for `owner`'s call, each shard's batch topped up with the requests that
