@@ -4,7 +4,8 @@
   the target was credited: at every moment each unit is in exactly one of avail or transit (of some shard) or
   in a target's avail with its move still recorded here, never created nor destroyed.
 
-  KEYS[1] shard hash   <ns>:{<tag>}:shard
+  KEYS[1] shard hash   <ns>:{<tag>}:shard   (mo: moves started here, a counter: Reconcile reads it again after
+                                          all shards, to see a move that began while it read them)
   KEYS[2] moves        <ns>:{<tag>}:moves    hash moveId -> "target|quantity|startedMs"
 
   ARGV[1] moveId
@@ -43,5 +44,6 @@ if take <= 0 then
 end
 redis.call('HINCRBY', shardKey, 'avail', -take)
 redis.call('HINCRBY', shardKey, 'transit', take)
+redis.call('HINCRBY', shardKey, 'mo', 1)
 redis.call('HSET', movesKey, moveId, target .. '|' .. take .. '|' .. nowMs)
 return take

@@ -6,7 +6,8 @@
 
 export interface ShardKeys {
   /** hash: avail (units to hand out), transit (units moved out, not yet acknowledged by the target),
-   *  net (units deducted minus units compensated here) */
+   *  net (units deducted minus units compensated here), mo (moves started out of here: a counter Reconcile
+   *  reads twice, lua/move-out-2.lua) */
   shard: string;
   /** hash per time bucket (one idempotency window wide, see bucketOf): field recordField(request_id) -> the
    *  Deduct's packed record "q|r|t|flags|u" (lua/includes/buckets.lua); expires after the next bucket ends */

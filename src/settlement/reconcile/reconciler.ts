@@ -14,10 +14,10 @@
 // to MySQL before or after Redis (restocks, compensations), so the bound takes those from the second read.
 // Units moving between shards are in their target's avail from the credit on and in their source's transit
 // until the ack; InFlight.snapshot leaves out of transit every move credited by the time all levels were read.
-// A positive redisDrift is therefore not a timing artefact, but for one case left open: a move made whole
-// between two shards' reads (taken from the source after its read, credited before the target's) is counted
-// twice. The shards are read at once and a move takes two round trips, so it needs a slow read; a negative
-// drift on a busy coupon is common. The periodic reconciler only complains about drift that persists.
+// A move that starts after its source was read and lands before its target is read would be counted twice:
+// InFlight.snapshot reads the shards again when a move started during the read (in-flight.ts). A positive
+// redisDrift is therefore not a timing artefact; a negative one on a busy coupon is common, and the periodic
+// reconciler only complains about drift that persists.
 import { DomainError, notFound, unavailable } from '../../domain/errors.js';
 import type { Coupon, CouponRecovery, RecoveryReport } from '../../domain/ports.js';
 import type { Reconciliation } from '../../domain/reconcile-types.js';

@@ -15,6 +15,16 @@ export interface OutboxEntry {
   events: OutboxEvent[];
 }
 
+/** One shard as one MULTI reads it. */
+export interface OutboxSnapshot {
+  level: ShardLevel;
+  /** Moves out of the shard not acknowledged yet. */
+  moves: PendingMove[];
+  events: SettlementEvent[];
+  /** Moves ever started out of the shard: a count that only grows while the shard lives. */
+  movesStarted: number;
+}
+
 type RawEntries = [string, string[]][];
 
 function entries(raw: RawEntries | null | undefined): OutboxEntry[] {
@@ -116,7 +126,7 @@ export class OutboxStreams {
 
   /** One shard's level, the moves out of it not yet acknowledged (their units are its `transit`) and every
    * event still in its outbox, read in one MULTI (same slot) so they agree. */
-  async snapshot(shard: ShardRef, pageSize = 10_000): Promise<{ level: ShardLevel; moves: PendingMove[]; events: SettlementEvent[] }> {
+  async snapshot(shard: ShardRef, pageSize = 10_000): Promise<OutboxSnapshot> {
     const keys = shardKeys(this.namespace, shard.tag);
     const r = await this.redis
       .multi()
@@ -124,6 +134,7 @@ export class OutboxStreams {
       .xrange(keys.outbox, '-', '+', 'COUNT', pageSize)
       .xrevrange(keys.outbox, '+', '-', 'COUNT', 1)
       .hgetall(keys.moves)
+      .hget(keys.shard, 'mo')
       .exec();
     const failed = r?.find(([err]) => err);
     if (!r || failed) throw failed?.[0] ?? new Error('outbox snapshot: MULTI aborted');
@@ -140,7 +151,12 @@ export class OutboxStreams {
       page = entries((await this.redis.xrange(keys.outbox, from, lastId, 'COUNT', pageSize)) as RawEntries);
       if (page.length === 0) break;
     }
-    return { level, moves, events };
+    return { level, moves, events, movesStarted: Number(r[4]![1] ?? 0) };
+  }
+
+  /** How many moves have started out of the shard (lua/move-out-2.lua counts them), as snapshot() reads it. */
+  async movesStarted(shard: ShardRef): Promise<number> {
+    return Number((await this.redis.hget(shardKeys(this.namespace, shard.tag).shard, 'mo')) ?? 0);
   }
 
   /** Which of `creditIds` were applied on the shard (a move's credit: its units landed there). */
