@@ -290,7 +290,9 @@ describe("group commit under load: a gap between a master's calls", () => {
     // warm-up, the 10, the 40 as soon as the 10 were back, then the waves together, a gap after the 40 left.
     expect(sentAt).toHaveLength(4);
     expect(sentAt[2]! - sentAt[1]!).toBeLessThan(GAP_MS / 2);
-    expect(sentAt[3]! - sentAt[2]!).toBeGreaterThanOrEqual(GAP_MS - 1);
+    // Node's timers run on the loop's millisecond clock, cached per turn: one can fire up to ~2 ms early by
+    // performance.now() (CI read 88.8 for a 90 ms gap). Without the gap this is the waves' ~10 ms.
+    expect(sentAt[3]! - sentAt[2]!).toBeGreaterThanOrEqual(GAP_MS - 2);
     expect(sizes.reduce((n, x) => n + x, 0)).toBe(60);
     // 9 in 90 ms is slow again: the next call leaves at once, not a gap after the last.
     const before = performance.now();
