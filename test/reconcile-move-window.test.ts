@@ -19,13 +19,17 @@ afterAll(async () => {
   await a?.close();
 });
 
+/** A coupon of 40 units on 2 shards of 20; moves go from shard 1 (source) to shard 0 (target). */
+async function twoShards() {
+  const id = uniqueId('rm');
+  await a.client.createCoupon({ couponId: id, totalStock: 40n, shardCount: 2 });
+  const coupon = (await a.app.repo.find(id))!;
+  return { id, source: shardRef(coupon, 1), target: shardRef(coupon, 0) };
+}
+
 describe('reconcile during a fallback move', () => {
   it('when a move has landed at its target and is not acknowledged yet, then Reconcile counts its units once', async () => {
-    const id = uniqueId('rm');
-    await a.client.createCoupon({ couponId: id, totalStock: 40n, shardCount: 2 });
-    const coupon = (await a.app.repo.find(id))!;
-    const source = shardRef(coupon, 1);
-    const target = shardRef(coupon, 0);
+    const { id, source, target } = await twoShards();
     const moveId = 'm-window-1';
 
     expect(await a.app.store.moveOut(source, moveId, 0, 5)).toBe(5);
@@ -46,11 +50,7 @@ describe('reconcile during a fallback move', () => {
   });
 
   it('when a move starts after its source was read and lands before its target is read, then Reconcile reads again and counts its units once', async () => {
-    const id = uniqueId('rm');
-    await a.client.createCoupon({ couponId: id, totalStock: 40n, shardCount: 2 });
-    const coupon = (await a.app.repo.find(id))!;
-    const source = shardRef(coupon, 1);
-    const target = shardRef(coupon, 0);
+    const { id, source, target } = await twoShards();
     const moveId = 'm-between-reads';
 
     // The target's first read waits until the source's read is back and a whole move (out, credit, ack) ran

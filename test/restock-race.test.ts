@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
-import { ledgerFigures, waitFor } from './support/settlement.js';
+import { drainedReconcile, ledgerFigures, waitFor } from './support/settlement.js';
 
 let a: TestApp;
 beforeAll(async () => {
@@ -44,15 +44,7 @@ describe('restocks during a sale', () => {
     expect(failed).toEqual([]);
     const added = (40 * 41) / 2;
 
-    await waitFor(
-      'the sale to settle',
-      () => a.client.reconcile({ couponId: id }),
-      (x) => x.jetstreamPending === 0n && x.outboxEvents === 0n && x.ledgerDeducted === BigInt(deducted),
-      30_000,
-    );
-    // Read once more with nothing moving: the snapshot that saw the last events settle may have seen them settle
-    // between its two reads of MySQL, which Reconcile shows as a (safe-side) negative drift (CI read -9).
-    const rec = await a.client.reconcile({ couponId: id });
+    const rec = await drainedReconcile(a.client, id, (x) => x.ledgerDeducted === BigInt(deducted), 30_000);
     expect(rec).toMatchObject({
       totalStock: BigInt(STOCK + added),
       ledgerRestocked: BigInt(added),

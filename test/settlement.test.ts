@@ -12,7 +12,7 @@ import { RedisRefusalStore } from '../src/settlement/settle/refusal-store.js';
 import { newSettlementStats } from '../src/settlement/stats.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
-import { ledgerFigures, settled, waitFor } from './support/settlement.js';
+import { drainedReconcile, ledgerFigures, settled, waitFor } from './support/settlement.js';
 import { retryUnavailable } from './support/retry-unavailable.js';
 
 const WORKERS = {
@@ -275,14 +275,7 @@ describe('anomalies', () => {
     expect(repairs[0]!.reason).toContain('lowered a surplus of 5');
     // Sold out now: a new buyer cannot take a unit MySQL does not have.
     expect((await a.client.deduct({ couponId: id, requestId: 'x-6', quantity: 1n })).outcome).toBe(DeductOutcome.SOLD_OUT);
-    await waitFor(
-      'the stream to drain',
-      () => a.client.reconcile({ couponId: id }),
-      (x) => x.jetstreamPending === 0n && x.outboxEvents === 0n,
-    );
-    // Once more with nothing moving: the read that saw the stream drain may have seen the last events settle
-    // between its two reads of MySQL, a (safe-side) negative drift.
-    const rec = await a.client.reconcile({ couponId: id });
+    const rec = await drainedReconcile(a.client, id);
     expect(rec).toMatchObject({
       anomalies: 3n,
       anomalyUnits: 3n,
@@ -299,12 +292,7 @@ describe('anomalies', () => {
       CompensateOutcome.COMPENSATED,
     );
     expect((await shardState(a.app, id)).available).toBe(0);
-    await waitFor(
-      'the compensation to settle',
-      () => a.client.reconcile({ couponId: id }),
-      (x) => x.jetstreamPending === 0n && x.outboxEvents === 0n,
-    );
-    const after = await a.client.reconcile({ couponId: id });
+    const after = await drainedReconcile(a.client, id);
     expect(after).toMatchObject({ redisAvailable: 0n, redisDrift: 0n, settledRemaining: 0n });
   });
 

@@ -88,6 +88,24 @@ export function settled(client: InventoryClient, couponId: string, timeoutMs = 6
   );
 }
 
+/** Waits until nothing of the coupon is in an outbox or in JetStream (and `also` holds), then reads Reconcile once
+ * more with nothing moving: the read that saw the pipeline drain may have seen its last events settle between its
+ * two reads of MySQL, which Reconcile reports as a (safe-side) negative drift. */
+export async function drainedReconcile(
+  client: InventoryClient,
+  couponId: string,
+  also: (r: ReconcileResponse) => boolean = () => true,
+  timeoutMs = 60_000,
+): Promise<ReconcileResponse> {
+  await waitFor(
+    `coupon ${couponId}'s events to drain`,
+    () => client.reconcile({ couponId }),
+    (r) => r.jetstreamPending === 0n && r.outboxEvents === 0n && also(r),
+    timeoutMs,
+  );
+  return client.reconcile({ couponId });
+}
+
 /** Deducts (and compensates every third success) until stopped, remembering every outcome it is sure of and
  * every call whose outcome it could not learn (the server died, the call timed out). */
 export class SaleLoad {

@@ -38,11 +38,12 @@ export class InFlight implements InFlightCounter {
    * move started during one (shardsWithoutMoveStarted). */
   async snapshot(coupon: Pick<Coupon, 'id' | 'shardTags'>, retries = 4): Promise<InFlightSnapshot> {
     const refs = allShards(coupon);
-    let shards = await this.shardsWithoutMoveStarted(refs);
-    for (let i = 0; i < retries && !shards.settled; i++) shards = await this.shardsWithoutMoveStarted(refs);
-    // Still racing after every retry (a coupon whose shards move units all the time): the last read, which may
-    // count one move twice; the periodic reconciler only reports drift that persists over runs.
-    return this.finish(coupon, shards.read);
+    for (let i = 0; ; i++) {
+      const shards = await this.shardsWithoutMoveStarted(refs);
+      // Still racing after every retry (a coupon whose shards move units all the time): the last read, which may
+      // count one move twice; the periodic reconciler only reports drift that persists over runs.
+      if (shards.settled || i === retries) return this.finish(coupon, shards.read);
+    }
   }
 
   /**
