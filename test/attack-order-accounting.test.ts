@@ -5,25 +5,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orderItemRequestId } from '../src/domain/ids.js';
 import { CompensateOutcome, ConfirmOutcome, OrderOutcome, ReleaseOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
-import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { uniqueId, type TestApp } from './support/harness.js';
+import { closeInstances, FAST_ORDER_ENV, startOrderInstances } from './support/instance-pair.js';
 import { ledgerFigures, settled, sleep, waitFor } from './support/settlement.js';
 import { retryUnavailable } from './support/retry-unavailable.js';
 
-const ENV = { SHARDSTOCK_ORDER_COMMIT_MARGIN_MS: '1000', SHARDSTOCK_ORDER_SWEEP_MS: '100', SHARDSTOCK_HOLD_SWEEP_MS: '50' };
 let a: TestApp;
 let b: TestApp;
 beforeAll(async () => {
-  a = await startTestApp({ ...ENV, SHARDSTOCK_WORKERS: 'relay,settle', SHARDSTOCK_INSTANCE_ID: 'acct-a' });
-  b = await startTestApp({
-    ...ENV,
-    SHARDSTOCK_NAMESPACE: a.namespace,
-    SHARDSTOCK_WORKERS: 'relay,settle',
-    SHARDSTOCK_INSTANCE_ID: 'acct-b',
-  });
+  [a, b] = await startOrderInstances('acct', FAST_ORDER_ENV);
 });
-afterAll(async () => {
-  await Promise.all([a?.close(), b?.close()]);
-});
+afterAll(() => closeInstances(a, b));
 
 const TAKEN = new Set([OrderOutcome.DEDUCTED]);
 

@@ -5,27 +5,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orderItemRequestId } from '../src/domain/ids.js';
 import { OrderOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
-import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { uniqueId, type TestApp } from './support/harness.js';
+import { closeInstances, FAST_ORDER_ENV, startOrderInstances } from './support/instance-pair.js';
 import { spawnTs } from './support/processes.js';
 import { ledgerFigures, settled, waitFor } from './support/settlement.js';
 import { retryUnavailable } from './support/retry-unavailable.js';
 
-const ENV = { SHARDSTOCK_ORDER_COMMIT_MARGIN_MS: '1000', SHARDSTOCK_ORDER_SWEEP_MS: '100', SHARDSTOCK_HOLD_SWEEP_MS: '50' };
 const retryKill = <T>(call: () => Promise<T>) => retryUnavailable(call, 40, 80);
 let a: TestApp;
 let b: TestApp;
 beforeAll(async () => {
-  a = await startTestApp({ ...ENV, SHARDSTOCK_WORKERS: 'relay,settle', SHARDSTOCK_INSTANCE_ID: 'okill-a' });
-  b = await startTestApp({
-    ...ENV,
-    SHARDSTOCK_NAMESPACE: a.namespace,
-    SHARDSTOCK_WORKERS: 'relay,settle',
-    SHARDSTOCK_INSTANCE_ID: 'okill-b',
-  });
+  [a, b] = await startOrderInstances('okill', FAST_ORDER_ENV);
 });
-afterAll(async () => {
-  await Promise.all([a?.close(), b?.close()]);
-});
+afterAll(() => closeInstances(a, b));
 
 describe('attack: an instance killed mid-order, retried on the others', () => {
   it('when 300 orders of 5 coupons are cut by a SIGKILL and retried at once from two instances, then each is whole or empty, answered alike on every retry, and the ledger and Redis agree', async () => {
@@ -45,7 +37,7 @@ describe('attack: an instance killed mid-order, retried on the others', () => {
           prefix,
           count,
           ttlMs,
-          env: ENV,
+          env: FAST_ORDER_ENV,
           kinds: 'mixed',
           items: ids.map((couponId, k) => ({ couponId, quantity: qty[k] })),
         }),

@@ -4,7 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { ConfirmOutcome, ItemRefusalReason, OrderOutcome, ReleaseOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
-import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { uniqueId, type TestApp } from './support/harness.js';
+import { closeInstances, startOrderInstances } from './support/instance-pair.js';
 import { ledgerFigures, settled, waitFor } from './support/settlement.js';
 import { rejection } from './support/rejection.js';
 
@@ -17,17 +18,9 @@ const ORDER_ENV = {
 let a: TestApp;
 let b: TestApp;
 beforeAll(async () => {
-  a = await startTestApp({ ...ORDER_ENV, SHARDSTOCK_WORKERS: 'relay,settle', SHARDSTOCK_INSTANCE_ID: 'atk-orders-a' });
-  b = await startTestApp({
-    ...ORDER_ENV,
-    SHARDSTOCK_NAMESPACE: a.namespace,
-    SHARDSTOCK_WORKERS: 'relay,settle',
-    SHARDSTOCK_INSTANCE_ID: 'atk-orders-b',
-  });
+  [a, b] = await startOrderInstances('atk-orders', ORDER_ENV);
 });
-afterAll(async () => {
-  await Promise.all([a?.close(), b?.close()]);
-});
+afterAll(() => closeInstances(a, b));
 
 async function level(couponId: string) {
   const l = (await a.client.getStock({ couponId })).level!;

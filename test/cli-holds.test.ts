@@ -1,10 +1,8 @@
 // shardstock reserve | confirm | release | extend as operators run them: bin/shardstock.mjs in a child process
 // against a real in-process instance; every --json answer counts exactly and the exit codes say what happened.
-import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
-
-const LAUNCHER = new URL('../bin/shardstock.mjs', import.meta.url).pathname;
+import { onlyJson, runCli, type CliRun } from './support/cli-run.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -14,22 +12,8 @@ afterAll(async () => {
   await t?.close();
 });
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [LAUNCHER, ...args],
-      { env: { ...process.env, SHARDSTOCK_GRPC_ADDR: t.grpcAddr }, timeout: 60_000 },
-      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
-    );
-  });
-}
-
-function json(r: { stdout: string; stderr: string }): Record<string, any> {
-  const lines = r.stdout.trim().split('\n');
-  expect(lines, `stdout: ${r.stdout}\nstderr: ${r.stderr}`).toHaveLength(1);
-  return JSON.parse(lines[0]!);
-}
+const cli = (args: string[]) => runCli(t.grpcAddr, args);
+const json = (r: CliRun) => onlyJson<Record<string, any>>(r);
 
 describe('shardstock reserve / confirm / release / extend', () => {
   it('when a hold is made, extended, partly confirmed and another released, then every --json answer and exit code counts exactly', async () => {

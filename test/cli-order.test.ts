@@ -1,10 +1,8 @@
 // `shardstock order` as operators run it: bin/shardstock.mjs in a child process against a real in-process
 // instance: a deducted order, a refused one naming its item, reserve -> confirm and reserve -> release, --json.
-import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
-
-const LAUNCHER = new URL('../bin/shardstock.mjs', import.meta.url).pathname;
+import { onlyJson, runCli, type CliRun } from './support/cli-run.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -14,28 +12,14 @@ afterAll(async () => {
   await t?.close();
 });
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [LAUNCHER, ...args],
-      { env: { ...process.env, SHARDSTOCK_GRPC_ADDR: t.grpcAddr }, timeout: 60_000 },
-      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
-    );
-  });
-}
-
 interface Answer {
   outcome: string;
   expiresAt?: string;
   items: { state: string | null }[];
 }
 
-const json = (r: { stdout: string; stderr: string }): Answer => {
-  const lines = r.stdout.trim().split('\n');
-  expect(lines, `stdout: ${r.stdout}\nstderr: ${r.stderr}`).toHaveLength(1);
-  return JSON.parse(lines[0]!) as Answer;
-};
+const cli = (args: string[]) => runCli(t.grpcAddr, args);
+const json = (r: CliRun) => onlyJson<Answer>(r);
 
 describe('shardstock order', () => {
   it('when orders are placed, confirmed and released from the CLI, then --json says what each item did and the exit code follows the outcome', async () => {

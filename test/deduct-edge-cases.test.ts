@@ -2,7 +2,7 @@
 // compensated deduction, fallback next to a fenced shard, a move acknowledged on a lost shard, and the claims
 // limited coupons leave behind.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { status, type ServiceError } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { CouponCatalog } from '../src/domain/coupon-catalog.js';
 import { DeductService } from '../src/domain/deduct.js';
@@ -10,9 +10,9 @@ import { DomainError } from '../src/domain/errors.js';
 import { MoveSweeper } from '../src/domain/move-sweeper.js';
 import type { Coupon } from '../src/domain/ports.js';
 import { claimShard, homeShard, shardRef } from '../src/domain/routing.js';
-import type { ShardReloader } from '../src/domain/shard-reloader.js';
 import { SoldOutCache } from '../src/domain/sold-out-cache.js';
 import { CLAIM_HOLD_S, RedisStockStore } from '../src/redis/stock-store.js';
+import { errOf, noReload } from './support/deduct-setup.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { requestIdHomedAt } from './support/routing.js';
 import { shardState } from './support/inspect.js';
@@ -25,18 +25,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await a?.close();
 });
-
-const noReload = {
-  reload: async () => {
-    throw new Error('unexpected reload');
-  },
-} as unknown as ShardReloader;
-
-const errOf = (p: Promise<unknown>) =>
-  p.then(
-    () => null,
-    (e: ServiceError) => e,
-  );
 
 async function coupon(stock: number, shards: number, perUserLimit = 0): Promise<Coupon> {
   const id = uniqueId();

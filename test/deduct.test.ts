@@ -1,37 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { status, type ServiceError } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { shardRef } from '../src/domain/routing.js';
 import { MoveSweeper } from '../src/domain/move-sweeper.js';
-import type { ShardReloader } from '../src/domain/shard-reloader.js';
-import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { errOf, noReload } from './support/deduct-setup.js';
+import { closeInstances, startInstancePair } from './support/instance-pair.js';
+import { uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
 import { runTs } from './support/processes.js';
 
 let a: TestApp;
 let b: TestApp;
 beforeAll(async () => {
-  a = await startTestApp();
-  // A second instance on the same keys: requests are split over both, as behind a load balancer.
-  b = await startTestApp({ SHARDSTOCK_NAMESPACE: a.namespace });
+  [a, b] = await startInstancePair();
 });
-afterAll(async () => {
-  await b?.close();
-  await a?.close();
-});
-
-// These tests create no missing shards; a reload would be a bug, so make it loud.
-const noReload = {
-  reload: async () => {
-    throw new Error('unexpected reload');
-  },
-} as unknown as ShardReloader;
-
-const errOf = (p: Promise<unknown>) =>
-  p.then(
-    () => null,
-    (e: ServiceError) => e,
-  );
+afterAll(() => closeInstances(b, a));
 
 interface LoadResult {
   outcomes: Record<string, number>;

@@ -2,16 +2,11 @@
 // on an empty store. Events the relay had already published and removed from the outbox are then nowhere but in
 // Redis (the shards' net counts and request records). The shared NATS is never touched.
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { connect as tcpConnect } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId } from './support/harness.js';
 import { shardState } from './support/inspect.js';
-import { freePort } from './support/ports.js';
+import { PrivateNats } from './support/private-nats.js';
 import { ledgerFigures, sleep, waitFor } from './support/settlement.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -19,47 +14,11 @@ afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = tcpConnect(port, '127.0.0.1');
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
-}
-
-async function startNats(port: number, dir: string): Promise<ChildProcess> {
-  const child = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir], { stdio: 'ignore' });
-  await waitFor(
-    'nats-server to listen',
-    () => accepts(port),
-    (ok) => ok,
-    20_000,
-    100,
-  );
-  return child;
-}
-
-/** Kills the server and brings it back on an empty store directory. */
-async function restartEmpty(nats: ChildProcess, port: number, dir: string): Promise<ChildProcess> {
-  nats.kill('SIGKILL');
-  await new Promise((r) => nats.once('exit', r));
-  rmSync(dir, { recursive: true, force: true });
-  return startNats(port, dir);
-}
-
 describe('JetStream loses published events', () => {
   it('when the events of 8 relayed deductions are lost with JetStream, then Reconcile reports them missing and a repair sends them to MySQL again without putting their units back on sale', async () => {
-    const port = await freePort();
-    const dir = mkdtempSync(join(tmpdir(), 'shardstock-nats-'));
-    let nats = await startNats(port, dir);
-    cleanups.push(() => {
-      nats.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    });
-    const natsUrl = `nats://127.0.0.1:${port}`;
+    const nats = await PrivateNats.launch();
+    cleanups.push(() => nats.close());
+    const natsUrl = nats.url;
     // Relay only: the events reach JetStream and leave the outbox, nothing settles them yet.
     const relay = await startTestApp({ SHARDSTOCK_WORKERS: 'relay', SHARDSTOCK_NATS_URL: natsUrl, SHARDSTOCK_SWEEP_INTERVAL_MS: '200' });
     const id = uniqueId();
@@ -84,7 +43,7 @@ describe('JetStream loses published events', () => {
     );
     await relay.close();
 
-    nats = await restartEmpty(nats, port, dir);
+    await nats.restartEmpty();
     const t = await startTestApp({
       SHARDSTOCK_NAMESPACE: relay.namespace,
       SHARDSTOCK_WORKERS: 'relay,settle',
@@ -142,16 +101,11 @@ describe('JetStream loses published events', () => {
   });
 
   it('when NATS comes back on an empty store under a running instance, then later deductions are still relayed and settled', async () => {
-    const port = await freePort();
-    const dir = mkdtempSync(join(tmpdir(), 'shardstock-nats-'));
-    let nats = await startNats(port, dir);
-    cleanups.push(() => {
-      nats.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    });
+    const nats = await PrivateNats.launch();
+    cleanups.push(() => nats.close());
     const t = await startTestApp({
       SHARDSTOCK_WORKERS: 'relay,settle',
-      SHARDSTOCK_NATS_URL: `nats://127.0.0.1:${port}`,
+      SHARDSTOCK_NATS_URL: nats.url,
       SHARDSTOCK_SWEEP_INTERVAL_MS: '200',
     });
     cleanups.push(() => t.close());
@@ -165,7 +119,7 @@ describe('JetStream loses published events', () => {
       20_000,
     );
 
-    nats = await restartEmpty(nats, port, dir);
+    await nats.restartEmpty();
     for (let i = 0; i < 5; i++) await t.client.deduct({ couponId: id, requestId: `after-${i}`, quantity: 1n });
     const f = await waitFor(
       'the 5 after the restart to settle',

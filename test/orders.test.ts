@@ -15,7 +15,8 @@ import {
   type DeductOrderResponse,
 } from '../src/gen/inventory/v1/inventory_pb.js';
 import { orderItemRequestId } from '../src/domain/ids.js';
-import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { uniqueId, type TestApp } from './support/harness.js';
+import { closeInstances, startOrderInstances } from './support/instance-pair.js';
 import { spawnTs } from './support/processes.js';
 import { ledgerFigures, settled, sleep, waitFor } from './support/settlement.js';
 import { rejection } from './support/rejection.js';
@@ -26,17 +27,9 @@ const ORDER_ENV = { SHARDSTOCK_ORDER_COMMIT_MARGIN_MS: '1000', SHARDSTOCK_ORDER_
 let a: TestApp;
 let b: TestApp;
 beforeAll(async () => {
-  a = await startTestApp({ ...ORDER_ENV, SHARDSTOCK_WORKERS: 'relay,settle', SHARDSTOCK_INSTANCE_ID: 'orders-a' });
-  b = await startTestApp({
-    ...ORDER_ENV,
-    SHARDSTOCK_NAMESPACE: a.namespace,
-    SHARDSTOCK_WORKERS: 'relay,settle',
-    SHARDSTOCK_INSTANCE_ID: 'orders-b',
-  });
+  [a, b] = await startOrderInstances('orders', ORDER_ENV);
 });
-afterAll(async () => {
-  await Promise.all([a?.close(), b?.close()]);
-});
+afterAll(() => closeInstances(a, b));
 
 async function coupons(prefix: string, stocks: number[], shardCount = 4): Promise<string[]> {
   const ids = stocks.map((_, i) => uniqueId(`${prefix}${i}`));

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { status } from '@grpc/grpc-js';
 import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { claimShard, homeShard, shardRef } from '../src/domain/routing.js';
+import { closeInstances, startInstancePair } from './support/instance-pair.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
 import { bucketKeys } from './support/bucket-fields.js';
@@ -11,13 +12,9 @@ import { settled } from './support/settlement.js';
 let a: TestApp;
 let b: TestApp;
 beforeAll(async () => {
-  a = await startTestApp();
-  b = await startTestApp({ SHARDSTOCK_NAMESPACE: a.namespace });
+  [a, b] = await startInstancePair();
 });
-afterAll(async () => {
-  await b?.close();
-  await a?.close();
-});
+afterAll(() => closeInstances(b, a));
 
 describe('missing shard reload', () => {
   it('when a shard hash vanishes mid-sale, then concurrent calls on two instances reload it once with exactly the units it should hold', async () => {

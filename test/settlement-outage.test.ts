@@ -2,17 +2,12 @@
 // grows, then drains, and the end state is consistent. The shared servers are never touched: NATS is a
 // private nats-server with its own store directory, MariaDB is reached through a proxy the test cuts.
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { connect as tcpConnect } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { connect } from 'nats';
 import { settlementNames } from '../src/settlement/jetstream.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { shardState } from './support/inspect.js';
-import { freePort } from './support/ports.js';
-import { ledgerFigures, SaleLoad, settled, sleep, waitFor } from './support/settlement.js';
+import { PrivateNats } from './support/private-nats.js';
+import { expectLedgerOfLoad, ledgerFigures, SaleLoad, settled, sleep, waitFor } from './support/settlement.js';
 import { TcpProxy } from './support/tcp-proxy.js';
 
 const WORKERS = { SHARDSTOCK_WORKERS: 'relay,settle,sweep', SHARDSTOCK_SWEEP_INTERVAL_MS: '500', SHARDSTOCK_RELAY_CLAIM_IDLE_MS: '2000' };
@@ -21,65 +16,37 @@ afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = tcpConnect(port, '127.0.0.1');
-    s.once('connect', () => (s.destroy(), resolve(true)));
-    s.once('error', () => resolve(false));
-  });
-}
-
-async function startNats(port: number, dir: string): Promise<ChildProcess> {
-  const child = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir], { stdio: 'ignore' });
+/** A coupon selling under a running load, once its settlement is under way. */
+async function saleUnderWay(t: TestApp, prefix: string): Promise<{ id: string; total: number; load: SaleLoad }> {
+  const id = uniqueId();
+  const total = 1_000_000;
+  await t.client.createCoupon({ couponId: id, totalStock: BigInt(total), shardCount: 8 });
+  const load = new SaleLoad(() => t.client, id, prefix, 16).start();
   await waitFor(
-    'nats-server to listen',
-    () => accepts(port),
-    (ok) => ok,
-    20_000,
+    'settlement to be under way',
+    () => ledgerFigures(t.app, id),
+    (f) => f.deductRows >= 50,
+    30_000,
     100,
   );
-  return child;
+  return { id, total, load };
 }
 
 async function expectSettledExactly(t: TestApp, id: string, total: number, load: SaleLoad): Promise<void> {
   await settled(t.client, id, 90_000);
-  const f = await ledgerFigures(t.app, id);
-  const u = load.units;
-  expect(f.duplicates).toBe(0);
-  expect(f.anomalies).toEqual([]);
-  expect(f.deductRows).toBe(load.deducted.size);
-  expect(f.deductUnits).toBe(u.deducted);
-  expect(f.compensateRows).toBe(load.compensated.size);
-  expect(f.compensateUnits).toBe(u.compensated);
-  expect(f.remaining).toBe(total - u.deducted + u.compensated);
+  await expectLedgerOfLoad(t.app, id, total, load);
   expect((await t.client.getStock({ couponId: id })).level!.pendingSettlement).toBe(0n);
 }
 
 describe('outages during a run', () => {
   it('when NATS is killed and restarted mid-run, then the outbox backlog grows, drains, and every event is settled once', async () => {
-    const port = await freePort();
-    const dir = mkdtempSync(join(tmpdir(), 'shardstock-nats-'));
-    let nats = await startNats(port, dir);
-    cleanups.push(() => {
-      nats.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    });
-    const t = await startTestApp({ ...WORKERS, SHARDSTOCK_NATS_URL: `nats://127.0.0.1:${port}`, SHARDSTOCK_INSTANCE_ID: 'nats-outage' });
+    const nats = await PrivateNats.launch();
+    cleanups.push(() => nats.close());
+    const t = await startTestApp({ ...WORKERS, SHARDSTOCK_NATS_URL: nats.url, SHARDSTOCK_INSTANCE_ID: 'nats-outage' });
     cleanups.push(() => t.close());
-    const id = uniqueId();
-    const total = 1_000_000;
-    await t.client.createCoupon({ couponId: id, totalStock: BigInt(total), shardCount: 8 });
-    const load = new SaleLoad(() => t.client, id, 'n', 16).start();
-    await waitFor(
-      'settlement to be under way',
-      () => ledgerFigures(t.app, id),
-      (f) => f.deductRows >= 50,
-      30_000,
-      100,
-    );
+    const { id, total, load } = await saleUnderWay(t, 'n');
 
-    nats.kill('SIGKILL');
-    await new Promise((r) => nats.once('exit', r));
+    await nats.kill();
     // Deducts go on (they need Redis only); their events pile up in the outbox.
     const during = await waitFor(
       'the outbox backlog to grow',
@@ -92,7 +59,7 @@ describe('outages during a run', () => {
     expect((await shardState(t.app, id)).outboxEvents).toBeGreaterThan(during.outboxEvents);
     expect(load.deducted.size).toBeGreaterThan((await ledgerFigures(t.app, id)).deductRows + 200);
 
-    nats = await startNats(port, dir);
+    await nats.start();
     await sleep(1000);
     await load.stop();
     await load.resolveUnknown();
@@ -115,17 +82,7 @@ describe('outages during a run', () => {
       await (await nc.jetstreamManager()).streams.delete(settlementNames(t.namespace).stream).catch(() => {});
       await nc.close();
     });
-    const id = uniqueId();
-    const total = 1_000_000;
-    await t.client.createCoupon({ couponId: id, totalStock: BigInt(total), shardCount: 8 });
-    const load = new SaleLoad(() => t.client, id, 'm', 16).start();
-    await waitFor(
-      'settlement to be under way',
-      () => ledgerFigures(t.app, id),
-      (f) => f.deductRows >= 50,
-      30_000,
-      100,
-    );
+    const { id, total, load } = await saleUnderWay(t, 'm');
 
     proxy.cut();
     const during = await waitFor(

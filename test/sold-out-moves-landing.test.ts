@@ -5,8 +5,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MoveSweeper } from '../src/domain/move-sweeper.js';
 import { shardRef } from '../src/domain/routing.js';
-import type { ShardReloader } from '../src/domain/shard-reloader.js';
-import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { noReload } from './support/deduct-setup.js';
+import { closeInstances, startInstancePair } from './support/instance-pair.js';
+import { uniqueId, type TestApp } from './support/harness.js';
 import { requestIdHomedAt } from './support/routing.js';
 import { shardState } from './support/inspect.js';
 import { waitFor } from './support/settlement.js';
@@ -14,19 +15,9 @@ import { waitFor } from './support/settlement.js';
 let a: TestApp;
 let b: TestApp;
 beforeAll(async () => {
-  a = await startTestApp();
-  b = await startTestApp({ SHARDSTOCK_NAMESPACE: a.namespace });
+  [a, b] = await startInstancePair();
 });
-afterAll(async () => {
-  await b?.close();
-  await a?.close();
-});
-
-const noReload = {
-  reload: async () => {
-    throw new Error('unexpected reload');
-  },
-} as unknown as ShardReloader;
+afterAll(() => closeInstances(b, a));
 
 /** Holds A's HMGETs of the chosen shards' hashes back (before they are sent) until released. */
 function holdReads(app: TestApp, keys: string[]) {

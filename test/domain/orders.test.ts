@@ -42,23 +42,18 @@ function setup(stock: Record<string, number>, limits: Record<string, number> = {
   return { clock, holds, records, orders, sweeper, errors, units };
 }
 
-const order = (requestId: string, items: [string, number][], userId = 'u1', ttlMs = 0) => ({
+/** Items as { couponId: quantity }, in order; as [couponId, quantity] pairs where a case lists a coupon twice. */
+const order = (requestId: string, items: Record<string, number> | [string, number][], userId = 'u1', ttlMs = 0) => ({
   requestId,
   userId,
-  items: items.map(([couponId, q]) => ({ couponId, quantity: BigInt(q) })),
+  items: (Array.isArray(items) ? items : Object.entries(items)).map(([couponId, q]) => ({ couponId, quantity: BigInt(q) })),
   ttlMs,
 });
 
 describe('OrderService over fakes', () => {
   it('when every item is available, then DeductOrder confirms them all, and a retry answers the same without taking more', async () => {
     const t = setup({ a: 10, b: 10, c: 10 });
-    const r = await t.orders.deductOrder(
-      order('o1', [
-        ['a', 2],
-        ['b', 1],
-        ['c', 3],
-      ]),
-    );
+    const r = await t.orders.deductOrder(order('o1', { a: 2, b: 1, c: 3 }));
     expect(r).toMatchObject({ orderId: 'o1', outcome: 'confirmed', replayed: false });
     expect(r.items.map((i) => i.requestId)).toEqual(['o1:0', 'o1:1', 'o1:2']);
     expect([t.units('a'), t.units('b'), t.units('c')]).toEqual([
@@ -66,13 +61,7 @@ describe('OrderService over fakes', () => {
       { available: 9, held: 0, deducted: 1 },
       { available: 7, held: 0, deducted: 3 },
     ]);
-    const again = await t.orders.deductOrder(
-      order('o1', [
-        ['a', 2],
-        ['b', 1],
-        ['c', 3],
-      ]),
-    );
+    const again = await t.orders.deductOrder(order('o1', { a: 2, b: 1, c: 3 }));
     expect(again).toMatchObject({ outcome: 'confirmed', replayed: true });
     expect(t.units('a').deducted + t.units('b').deducted + t.units('c').deducted).toBe(6);
     expect(t.records.dueAt.has('o1')).toBe(false);
@@ -80,13 +69,7 @@ describe('OrderService over fakes', () => {
 
   it('when one item is sold out, then nothing is taken, the answer names that item, and a retry gives the same refusal', async () => {
     const t = setup({ a: 10, b: 0, c: 10 });
-    const r = await t.orders.deductOrder(
-      order('o1', [
-        ['a', 2],
-        ['b', 1],
-        ['c', 3],
-      ]),
-    );
+    const r = await t.orders.deductOrder(order('o1', { a: 2, b: 1, c: 3 }));
     expect(r).toMatchObject({ outcome: 'refused', refused: { index: 1, couponId: 'b', reason: 'sold_out' } });
     expect([t.units('a'), t.units('c')]).toEqual([
       { available: 10, held: 0, deducted: 0 },
@@ -94,15 +77,7 @@ describe('OrderService over fakes', () => {
     ]);
     // Stock comes back: the refused order stays refused (its decision is recorded), nothing is taken.
     t.holds.available.set('b', 5);
-    expect(
-      await t.orders.deductOrder(
-        order('o1', [
-          ['a', 2],
-          ['b', 1],
-          ['c', 3],
-        ]),
-      ),
-    ).toMatchObject({
+    expect(await t.orders.deductOrder(order('o1', { a: 2, b: 1, c: 3 }))).toMatchObject({
       outcome: 'refused',
       replayed: true,
       refused: { index: 1, reason: 'sold_out' },
@@ -112,71 +87,26 @@ describe('OrderService over fakes', () => {
 
   it('when an item asks more than is left or passes the per-user limit, then the refusal says insufficient or user_limit_exceeded', async () => {
     const t = setup({ a: 10, b: 1, l: 10 }, { l: 2 });
-    expect(
-      (
-        await t.orders.deductOrder(
-          order('o1', [
-            ['a', 1],
-            ['b', 2],
-          ]),
-        )
-      ).refused,
-    ).toEqual({ index: 1, couponId: 'b', reason: 'insufficient' });
-    expect(
-      (
-        await t.orders.deductOrder(
-          order('o2', [
-            ['l', 2],
-            ['a', 1],
-          ]),
-        )
-      ).outcome,
-    ).toBe('confirmed');
-    expect(
-      (
-        await t.orders.deductOrder(
-          order('o3', [
-            ['a', 1],
-            ['l', 1],
-          ]),
-        )
-      ).refused,
-    ).toEqual({ index: 1, couponId: 'l', reason: 'user_limit_exceeded' });
+    expect((await t.orders.deductOrder(order('o1', { a: 1, b: 2 }))).refused).toEqual({ index: 1, couponId: 'b', reason: 'insufficient' });
+    expect((await t.orders.deductOrder(order('o2', { l: 2, a: 1 }))).outcome).toBe('confirmed');
+    expect((await t.orders.deductOrder(order('o3', { a: 1, l: 1 }))).refused).toEqual({
+      index: 1,
+      couponId: 'l',
+      reason: 'user_limit_exceeded',
+    });
     expect(t.units('a')).toEqual({ available: 9, held: 0, deducted: 1 });
   });
 
   it('when ReserveOrder holds every item, then Confirm on the order deducts them all, and Release afterwards changes nothing', async () => {
     const t = setup({ a: 5, b: 5 });
-    const r = await t.orders.reserveOrder(
-      order(
-        'o1',
-        [
-          ['a', 1],
-          ['b', 2],
-        ],
-        'u1',
-        60_000,
-      ),
-    );
+    const r = await t.orders.reserveOrder(order('o1', { a: 1, b: 2 }, 'u1', 60_000));
     expect(r).toMatchObject({ outcome: 'held', expiresAtMs: t.clock.now() + 60_000 });
     expect(r.items.map((i) => i.hold?.holdId)).toEqual(['a/0/o1:0', 'b/0/o1:1']);
     expect([t.units('a'), t.units('b')]).toEqual([
       { available: 4, held: 1, deducted: 0 },
       { available: 3, held: 2, deducted: 0 },
     ]);
-    expect(
-      await t.orders.reserveOrder(
-        order(
-          'o1',
-          [
-            ['a', 1],
-            ['b', 2],
-          ],
-          'u1',
-          60_000,
-        ),
-      ),
-    ).toMatchObject({ outcome: 'held', replayed: true });
+    expect(await t.orders.reserveOrder(order('o1', { a: 1, b: 2 }, 'u1', 60_000))).toMatchObject({ outcome: 'held', replayed: true });
     t.clock.advance(30_000);
     expect(await t.orders.confirmOrder('o1')).toMatchObject({ outcome: 'confirmed' });
     expect(await t.orders.releaseOrder('o1', 'too late')).toMatchObject({ outcome: 'confirmed', replayed: true });
@@ -188,12 +118,7 @@ describe('OrderService over fakes', () => {
 
   it('when a reserved order is released, then every hold gives its units back and a later Confirm answers released', async () => {
     const t = setup({ a: 5, b: 5 });
-    await t.orders.reserveOrder(
-      order('o1', [
-        ['a', 1],
-        ['b', 2],
-      ]),
-    );
+    await t.orders.reserveOrder(order('o1', { a: 1, b: 2 }));
     expect(await t.orders.releaseOrder('o1', 'payment failed')).toMatchObject({ outcome: 'released' });
     expect(await t.orders.confirmOrder('o1')).toMatchObject({ outcome: 'released', replayed: true });
     expect([t.units('a'), t.units('b')]).toEqual([
@@ -204,30 +129,10 @@ describe('OrderService over fakes', () => {
 
   it('when a reserved order is confirmed within the commit margin of its expiry, then its holds are extended first; once expired, it answers expired and takes nothing', async () => {
     const t = setup({ a: 5, b: 5 });
-    await t.orders.reserveOrder(
-      order(
-        'o1',
-        [
-          ['a', 1],
-          ['b', 1],
-        ],
-        'u1',
-        10_000,
-      ),
-    );
+    await t.orders.reserveOrder(order('o1', { a: 1, b: 1 }, 'u1', 10_000));
     t.clock.advance(9_000);
     expect(await t.orders.confirmOrder('o1')).toMatchObject({ outcome: 'confirmed' });
-    await t.orders.reserveOrder(
-      order(
-        'o2',
-        [
-          ['a', 1],
-          ['b', 1],
-        ],
-        'u1',
-        10_000,
-      ),
-    );
+    await t.orders.reserveOrder(order('o2', { a: 1, b: 1 }, 'u1', 10_000));
     t.clock.advance(10_000);
     expect(await t.orders.confirmOrder('o2')).toMatchObject({ outcome: 'expired' });
     expect([t.units('a'), t.units('b')]).toEqual([
@@ -238,17 +143,7 @@ describe('OrderService over fakes', () => {
 
   it('when a reserved order is extended, then the sweeper leaves it until its new expiry, then records it expired and nothing is taken', async () => {
     const t = setup({ a: 5, b: 5 });
-    await t.orders.reserveOrder(
-      order(
-        'o1',
-        [
-          ['a', 1],
-          ['b', 1],
-        ],
-        'u1',
-        10_000,
-      ),
-    );
+    await t.orders.reserveOrder(order('o1', { a: 1, b: 1 }, 'u1', 10_000));
     t.clock.advance(8_000);
     expect(await t.orders.extendOrder('o1', 20_000)).toMatchObject({ outcome: 'held', expiresAtMs: t.clock.now() + 20_000 });
     t.clock.advance(10_000);
@@ -267,64 +162,24 @@ describe('OrderService over fakes', () => {
   it('when the call dies while taking holds, then a retry takes the same holds (never twice) and finishes the order', async () => {
     const t = setup({ a: 5, b: 5, c: 5 });
     t.holds.failNext('reserve', 'o1:2');
-    await expect(
-      t.orders.deductOrder(
-        order('o1', [
-          ['a', 1],
-          ['b', 1],
-          ['c', 1],
-        ]),
-      ),
-    ).rejects.toThrow(/injected reserve/);
+    await expect(t.orders.deductOrder(order('o1', { a: 1, b: 1, c: 1 }))).rejects.toThrow(/injected reserve/);
     expect((await t.records.read('o1'))?.state).toBe('pending');
     expect([t.units('a').held, t.units('b').held, t.units('c').held]).toEqual([1, 1, 0]);
     // The retry decides (the dead call never did): not a replay.
-    expect(
-      await t.orders.deductOrder(
-        order('o1', [
-          ['a', 1],
-          ['b', 1],
-          ['c', 1],
-        ]),
-      ),
-    ).toMatchObject({ outcome: 'confirmed', replayed: false });
+    expect(await t.orders.deductOrder(order('o1', { a: 1, b: 1, c: 1 }))).toMatchObject({ outcome: 'confirmed', replayed: false });
     for (const c of ['a', 'b', 'c']) expect(t.units(c)).toEqual({ available: 4, held: 0, deducted: 1 });
   });
 
   it('when the call dies while taking holds and nobody retries, then the holds expire, the sweeper aborts the order, and a late retry takes nothing', async () => {
     const t = setup({ a: 5, b: 5 });
     t.holds.failNext('reserve', 'o1:1');
-    await expect(
-      t.orders.deductOrder(
-        order(
-          'o1',
-          [
-            ['a', 2],
-            ['b', 1],
-          ],
-          'u1',
-          5_000,
-        ),
-      ),
-    ).rejects.toThrow();
+    await expect(t.orders.deductOrder(order('o1', { a: 2, b: 1 }, 'u1', 5_000))).rejects.toThrow();
     expect(await t.sweeper.sweep()).toBe(0);
     t.clock.advance(5_000 + SETTINGS.graceMs);
     expect(await t.sweeper.sweep()).toBe(1);
     expect(t.sweeper.stats.ended.abandoned).toBe(1);
     expect((await t.records.read('o1'))?.state).toBe('aborted');
-    expect(
-      await t.orders.deductOrder(
-        order(
-          'o1',
-          [
-            ['a', 2],
-            ['b', 1],
-          ],
-          'u1',
-          5_000,
-        ),
-      ),
-    ).toMatchObject({ outcome: 'abandoned', replayed: true });
+    expect(await t.orders.deductOrder(order('o1', { a: 2, b: 1 }, 'u1', 5_000))).toMatchObject({ outcome: 'abandoned', replayed: true });
     expect([t.units('a'), t.units('b')]).toEqual([
       { available: 5, held: 0, deducted: 0 },
       { available: 5, held: 0, deducted: 0 },
@@ -334,19 +189,7 @@ describe('OrderService over fakes', () => {
   it('when the call dies while taking long holds, then the sweeper abandons the order after the abandon time and releases them before they expire', async () => {
     const t = setup({ a: 5, b: 5 });
     t.holds.failNext('reserve', 'o1:1');
-    await expect(
-      t.orders.deductOrder(
-        order(
-          'o1',
-          [
-            ['a', 2],
-            ['b', 1],
-          ],
-          'u1',
-          600_000,
-        ),
-      ),
-    ).rejects.toThrow();
+    await expect(t.orders.deductOrder(order('o1', { a: 2, b: 1 }, 'u1', 600_000))).rejects.toThrow();
     expect(t.units('a').held).toBe(2);
     t.clock.advance(SETTINGS.abandonAfterMs - 1);
     expect(await t.sweeper.sweep()).toBe(0);
@@ -356,51 +199,15 @@ describe('OrderService over fakes', () => {
       { available: 5, held: 0, deducted: 0 },
       { available: 5, held: 0, deducted: 0 },
     ]);
-    expect(
-      await t.orders.deductOrder(
-        order(
-          'o1',
-          [
-            ['a', 2],
-            ['b', 1],
-          ],
-          'u1',
-          600_000,
-        ),
-      ),
-    ).toMatchObject({ outcome: 'abandoned', replayed: true });
+    expect(await t.orders.deductOrder(order('o1', { a: 2, b: 1 }, 'u1', 600_000))).toMatchObject({ outcome: 'abandoned', replayed: true });
   });
 
   it('when a retry comes after the holds of an unfinished order expired, then the order is aborted as expired and nothing is taken', async () => {
     const t = setup({ a: 5, b: 5 });
     t.holds.failNext('reserve', 'o1:1');
-    await expect(
-      t.orders.deductOrder(
-        order(
-          'o1',
-          [
-            ['a', 2],
-            ['b', 1],
-          ],
-          'u1',
-          5_000,
-        ),
-      ),
-    ).rejects.toThrow();
+    await expect(t.orders.deductOrder(order('o1', { a: 2, b: 1 }, 'u1', 5_000))).rejects.toThrow();
     t.clock.advance(5_000);
-    expect(
-      await t.orders.deductOrder(
-        order(
-          'o1',
-          [
-            ['a', 2],
-            ['b', 1],
-          ],
-          'u1',
-          5_000,
-        ),
-      ),
-    ).toMatchObject({ outcome: 'expired' });
+    expect(await t.orders.deductOrder(order('o1', { a: 2, b: 1 }, 'u1', 5_000))).toMatchObject({ outcome: 'expired' });
     expect([t.units('a'), t.units('b')]).toEqual([
       { available: 5, held: 0, deducted: 0 },
       { available: 5, held: 0, deducted: 0 },
@@ -410,90 +217,40 @@ describe('OrderService over fakes', () => {
   it('when the call dies after the commit with some items confirmed, then the sweeper confirms the rest before the holds expire', async () => {
     const t = setup({ a: 5, b: 5, c: 5 });
     t.holds.failNext('confirm', 'o1:1');
-    await expect(
-      t.orders.deductOrder(
-        order(
-          'o1',
-          [
-            ['a', 1],
-            ['b', 1],
-            ['c', 1],
-          ],
-          'u1',
-          4_000,
-        ),
-      ),
-    ).rejects.toThrow(/injected confirm/);
+    await expect(t.orders.deductOrder(order('o1', { a: 1, b: 1, c: 1 }, 'u1', 4_000))).rejects.toThrow(/injected confirm/);
     expect((await t.records.read('o1'))?.state).toBe('committed');
     expect([t.units('a').deducted, t.units('b').deducted, t.units('c').deducted]).toEqual([1, 0, 1]);
     t.clock.advance(SETTINGS.finishAfterMs);
     expect(await t.sweeper.sweep()).toBe(1);
     t.clock.advance(60_000);
     for (const c of ['a', 'b', 'c']) expect(t.units(c)).toEqual({ available: 4, held: 0, deducted: 1 });
-    expect(
-      await t.orders.deductOrder(
-        order(
-          'o1',
-          [
-            ['a', 1],
-            ['b', 1],
-            ['c', 1],
-          ],
-          'u1',
-          4_000,
-        ),
-      ),
-    ).toMatchObject({ outcome: 'confirmed', replayed: true });
+    expect(await t.orders.deductOrder(order('o1', { a: 1, b: 1, c: 1 }, 'u1', 4_000))).toMatchObject({
+      outcome: 'confirmed',
+      replayed: true,
+    });
     expect(t.errors).toEqual([]);
   });
 
   it('when a stall outlasts the commit margin and a hold expires before its confirm, then the confirmed items are given back and the order ends expired', async () => {
     const t = setup({ a: 5, b: 5, c: 5 });
     t.holds.failNext('confirm', 'o1:2');
-    await expect(
-      t.orders.deductOrder(
-        order(
-          'o1',
-          [
-            ['a', 1],
-            ['b', 1],
-            ['c', 1],
-          ],
-          'u1',
-          4_000,
-        ),
-      ),
-    ).rejects.toThrow(/injected confirm/);
+    await expect(t.orders.deductOrder(order('o1', { a: 1, b: 1, c: 1 }, 'u1', 4_000))).rejects.toThrow(/injected confirm/);
     expect([t.units('a').deducted, t.units('b').deducted, t.units('c').deducted]).toEqual([1, 1, 0]);
     // Nobody finishes it in time: item c's hold expires (the sweeper stalled past the margin).
     t.clock.advance(60_000);
     expect(await t.sweeper.sweep()).toBe(1);
     for (const c of ['a', 'b', 'c']) expect(t.units(c)).toEqual({ available: 5, held: 0, deducted: 0 });
-    expect(
-      await t.orders.deductOrder(
-        order(
-          'o1',
-          [
-            ['a', 1],
-            ['b', 1],
-            ['c', 1],
-          ],
-          'u1',
-          4_000,
-        ),
-      ),
-    ).toMatchObject({ outcome: 'expired', replayed: true });
+    expect(await t.orders.deductOrder(order('o1', { a: 1, b: 1, c: 1 }, 'u1', 4_000))).toMatchObject({
+      outcome: 'expired',
+      replayed: true,
+    });
     expect(t.errors.map((e) => e.what)).toEqual(['order confirm']);
     expect([t.orders.stats.undoneCommits, t.sweeper.stats.ended.finished]).toEqual([1, 1]);
   });
 
   it('when an order record is lost after its commit (a Redis node lost with it), then a retry follows the commit: it confirms the rest, or gives the confirmed items back when the rest expired', async () => {
     const t = setup({ a: 5, b: 5, c: 5 });
-    const items: [string, number][] = [
-      ['a', 1],
-      ['b', 1],
-      ['c', 1],
-    ];
+    const items = { a: 1, b: 1, c: 1 };
     t.holds.failNext('confirm', 'o1:2');
     await expect(t.orders.deductOrder(order('o1', items, 'u1', 60_000))).rejects.toThrow(/injected confirm/);
     t.records.records.delete('o1');
@@ -511,29 +268,14 @@ describe('OrderService over fakes', () => {
   it('when the holds of a DeductOrder would expire within the commit margin, then they are extended before the commit', async () => {
     const t = setup({ a: 5, b: 5 });
     // TTL 1 s is below margin + finish delay: the coordinator extends before committing.
-    const r = await t.orders.deductOrder(
-      order(
-        'o1',
-        [
-          ['a', 1],
-          ['b', 1],
-        ],
-        'u1',
-        1_000,
-      ),
-    );
+    const r = await t.orders.deductOrder(order('o1', { a: 1, b: 1 }, 'u1', 1_000));
     expect(r.outcome).toBe('confirmed');
     expect(t.errors).toEqual([]);
   });
 
   it('when a confirmed order is compensated, then every item comes back once', async () => {
     const t = setup({ a: 5, b: 5 });
-    await t.orders.deductOrder(
-      order('o1', [
-        ['a', 2],
-        ['b', 1],
-      ]),
-    );
+    await t.orders.deductOrder(order('o1', { a: 2, b: 1 }));
     expect(await t.orders.compensateOrder('o1', 'refund')).toMatchObject({ outcome: 'compensated', already: false });
     expect(await t.orders.compensateOrder('o1', 'refund')).toMatchObject({ outcome: 'compensated', already: true });
     expect([t.units('a'), t.units('b')]).toEqual([
@@ -553,36 +295,18 @@ describe('OrderService over fakes', () => {
         ]),
       ),
     ).rejects.toMatchObject({ message: /^items\[1\]\.coupon_id: repeats/ });
-    await expect(t.orders.deductOrder(order('o1', [['a', 101]]))).rejects.toMatchObject({ message: /^items\[0\]\.quantity/ });
-    await expect(t.orders.deductOrder(order('o1', [['bad id', 1]]))).rejects.toMatchObject({ message: /^items\[0\]\.coupon_id/ });
-    await expect(
-      t.orders.deductOrder(
-        order(
-          'o1',
-          [
-            ['a', 1],
-            ['b', 1],
-          ],
-          '',
-        ),
-      ),
-    ).rejects.toMatchObject({ message: /^user_id: is required/ });
-    await expect(t.orders.deductOrder(order('o1', [['a', 1]], 'u1', 10))).rejects.toMatchObject({ message: /^ttl_ms/ });
-    await expect(
-      t.orders.deductOrder(
-        order('o1', [
-          ['a', 1],
-          ['zz', 1],
-        ]),
-      ),
-    ).rejects.toThrow(/zz not found/);
+    await expect(t.orders.deductOrder(order('o1', { a: 101 }))).rejects.toMatchObject({ message: /^items\[0\]\.quantity/ });
+    await expect(t.orders.deductOrder(order('o1', { 'bad id': 1 }))).rejects.toMatchObject({ message: /^items\[0\]\.coupon_id/ });
+    await expect(t.orders.deductOrder(order('o1', { a: 1, b: 1 }, ''))).rejects.toMatchObject({ message: /^user_id: is required/ });
+    await expect(t.orders.deductOrder(order('o1', { a: 1 }, 'u1', 10))).rejects.toMatchObject({ message: /^ttl_ms/ });
+    await expect(t.orders.deductOrder(order('o1', { a: 1, zz: 1 }))).rejects.toThrow(/zz not found/);
     expect(t.holds.calls).toBe(0);
-    await t.orders.deductOrder(order('o1', [['a', 1]]));
-    await expect(t.orders.deductOrder(order('o1', [['a', 2]]))).rejects.toMatchObject({
+    await t.orders.deductOrder(order('o1', { a: 1 }));
+    await expect(t.orders.deductOrder(order('o1', { a: 2 }))).rejects.toMatchObject({
       kind: 'failed_precondition',
       message: /different items/,
     });
-    await expect(t.orders.reserveOrder(order('o1', [['a', 1]]))).rejects.toMatchObject({
+    await expect(t.orders.reserveOrder(order('o1', { a: 1 }))).rejects.toMatchObject({
       kind: 'failed_precondition',
       message: /order kind/,
     });
@@ -593,19 +317,7 @@ describe('OrderService over fakes', () => {
   it('when 300 orders of 3 coupons race and one coupon sells out midway, then no order is half taken and the units add up', async () => {
     const t = setup({ a: 1000, b: 100, c: 1000 });
     const results = await Promise.all(
-      Array.from({ length: 300 }, (_, i) =>
-        t.orders.deductOrder(
-          order(
-            `o${i}`,
-            [
-              ['a', 1],
-              ['b', 1],
-              ['c', 2],
-            ],
-            `u${i}`,
-          ),
-        ),
-      ),
+      Array.from({ length: 300 }, (_, i) => t.orders.deductOrder(order(`o${i}`, { a: 1, b: 1, c: 2 }, `u${i}`))),
     );
     const confirmed = results.filter((r) => r.outcome === 'confirmed').length;
     expect(confirmed).toBe(100);
@@ -625,17 +337,7 @@ describe('OrderService over fakes', () => {
 
   it('when the sweeper aborts a slow order while its call is still taking holds, then the call follows the abort and releases what it took', async () => {
     const t = setup({ a: 5, b: 5 });
-    const slow = t.orders.deductOrder(
-      order(
-        'o1',
-        [
-          ['a', 1],
-          ['b', 1],
-        ],
-        'u1',
-        1_000,
-      ),
-    );
+    const slow = t.orders.deductOrder(order('o1', { a: 1, b: 1 }, 'u1', 1_000));
     // The sweeper decides first (as if the call had been stuck past its holds' lifetime).
     await t.records.open(
       {

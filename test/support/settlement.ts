@@ -1,8 +1,11 @@
 // Helpers for the settlement tests: read the ledger straight from MySQL, wait for a coupon to settle.
+import { expect } from 'vitest';
 import type { App } from '../../src/app/app.js';
-import { CompensateOutcome, DeductOutcome, type ReconcileResponse } from '../../src/gen/inventory/v1/inventory_pb.js';
+import { shardRef } from '../../src/domain/routing.js';
+import { CompensateOutcome, DeductOutcome, type DeductResponse, type ReconcileResponse } from '../../src/gen/inventory/v1/inventory_pb.js';
 import type { InventoryClient } from '../../src/client/grpc-client.js';
 import type { RedisRefusalStore } from '../../src/settlement/settle/refusal-store.js';
+import { uniqueId, type TestApp } from './harness.js';
 
 export interface LedgerFigures {
   deductRows: number;
@@ -44,6 +47,41 @@ export async function ledgerFigures(app: App, couponId: string): Promise<LedgerF
     total: Number(c?.total_stock),
     anomalies: anomalies.map((a) => ({ eventId: a.event_id, reason: a.reason, quantity: Number(a.quantity), refunded: !!a.refunded })),
     duplicates: Number(dup?.n ?? 0),
+  };
+}
+
+/** Expects the ledger to hold exactly what a load was answered: every deduction and compensation once, no anomaly. */
+export async function expectLedgerOfLoad(app: App, couponId: string, total: number, load: SaleLoad): Promise<LedgerFigures> {
+  const f = await ledgerFigures(app, couponId);
+  const u = load.units;
+  expect(f.duplicates).toBe(0);
+  expect(f.anomalies).toEqual([]);
+  expect(f.deductRows).toBe(load.deducted.size);
+  expect(f.deductUnits).toBe(u.deducted);
+  expect(f.compensateRows).toBe(load.compensated.size);
+  expect(f.compensateUnits).toBe(u.compensated);
+  expect(f.remaining).toBe(total - u.deducted + u.compensated);
+  return f;
+}
+
+/** Creates a one-shard coupon (its id starts with `idPrefix`) whose Redis shard holds `units` MySQL does not have
+ * (as after writes lost in a failover), so that settlement refuses the deduction that sells them. */
+export async function couponAheadOfMysql(t: TestApp, idPrefix: string, units: number): Promise<string> {
+  const couponId = uniqueId(idPrefix);
+  await t.client.createCoupon({ couponId, totalStock: 10n, shardCount: 1 });
+  await t.app.orm.em.fork().execute('update coupon set settled_remaining = 0 where id = ?', [couponId]);
+  await t.app.redis.hset(t.app.store.keys(shardRef((await t.app.repo.find(couponId))!, 0)).shard, 'avail', units);
+  return couponId;
+}
+
+/** What a refusal test ends on: how many units Redis showed (`rec`), the next Deduct's answer (`next`), and how
+ * many deductions settlement refused. */
+export async function afterRefusal(app: App, couponId: string, rec: ReconcileResponse, next: DeductResponse) {
+  const f = await ledgerFigures(app, couponId);
+  return {
+    redisAvailable: rec.redisAvailable,
+    next: DeductOutcome[next.outcome],
+    refusedDeductions: f.anomalies.filter((x) => x.reason === 'insufficient_settled_remaining').length,
   };
 }
 
