@@ -4,6 +4,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
+    setupFiles: ['test/support/failure-logs.ts'],
     // The suites share one Redis Cluster, NATS and MariaDB on a 2-core machine: run files one at a time so
     // concurrency tests measure the service, not each other.
     fileParallelism: false,

@@ -7,6 +7,7 @@ export default defineConfig({
   test: {
     include: ['test-faults/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
+    setupFiles: ['test/support/failure-logs.ts'],
     fileParallelism: false,
     pool: 'forks',
     testTimeout: 120_000,

@@ -5,6 +5,7 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { startApp, type App, type AppOptions } from '../../src/app/app.js';
 import { createInventoryClient, type InventoryClient } from '../../src/client/grpc-client.js';
 import { createLogger } from '../../src/util/logger.js';
+import { instanceLogSink } from './instance-logs.js';
 
 export const TEST_DB_URL = 'mysql://root@127.0.0.1:3306/shardstock_test';
 
@@ -34,7 +35,12 @@ export async function startTestApp(env: Record<string, string> = {}, options: Ap
     ...env,
   };
   const config: Readonly<Config> = loadConfig(fullEnv);
-  const app = await startApp(config, createLogger(config.logLevel), options);
+  // Child processes that get `env` keep SHARDSTOCK_LOG_LEVEL (silent): tests read their stdout. In process, the
+  // warnings go to a buffer that a failing test prints (failure-logs.ts).
+  const log = process.env.TEST_LOG_LEVEL
+    ? createLogger(config.logLevel)
+    : createLogger('warn', { instance: config.instanceId }, instanceLogSink);
+  const app = await startApp(config, log, options);
   const grpcAddr = `127.0.0.1:${app.grpcPort}`;
   const client = createInventoryClient(grpcAddr);
   return {
