@@ -25,6 +25,10 @@ function fakeOutbox() {
     async backlog() {
       return { length: 0, oldestMs: 0 };
     },
+    // The idle probe (one call per master) sees what a read would find.
+    async backlogs(shards: ShardRef[]) {
+      return shards.map((s) => ({ length: s.index === 1 ? pending.length : 0, oldestMs: 0 }));
+    },
     async claim() {
       return [];
     },

@@ -153,7 +153,7 @@ export function buildDomain(
     {
       ledger,
       fastSettle: new FastSettle(orm),
-      outbox: new OutboxStreams(redis, config.namespace, config.instanceId),
+      outbox: new OutboxStreams(redis, config.namespace, config.instanceId, config.idempotencyWindowS),
       stream: new SettlementStreamReader(nats, names),
       publisher: new JetStreamPublisher(nats, names),
       refusals: new RedisRefusalStore(redis, config.namespace, config.idempotencyWindowS, replicaAck),

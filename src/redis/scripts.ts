@@ -110,6 +110,7 @@ export class Scripts {
     holdExpire: ScriptFn;
     holdDue: ScriptFn;
     holdsOpen: ScriptFn;
+    outboxProbe: ScriptFn;
   };
 
   /** windowS: the idempotency window, also the width of the record and claim buckets (keys.ts): every
@@ -149,6 +150,7 @@ export class Scripts {
       holdExpire: scriptFn(redis, 'holdExpire'),
       holdDue: scriptFn(redis, 'holdDue'),
       holdsOpen: scriptFn(redis, 'holdsOpen'),
+      outboxProbe: scriptFn(redis, 'outboxProbe'),
     };
   }
 
@@ -433,6 +435,17 @@ export class Scripts {
     if (code === -4) return 'missing';
     if (code === -8) throw clockSkew();
     return code === 1 ? String(r[1]) : null;
+  }
+
+  /** outbox-probe-1.lua: the length and oldest entry id of each of `streams` (outbox keys one master serves,
+   * the first routing the call), undefined for a stream that node does not serve. */
+  async outboxProbe(streams: readonly string[]): Promise<({ length: number; oldestId: string } | undefined)[]> {
+    if (streams.length === 0) return [];
+    const r = (await this.fn.outboxProbe(streams[0]!, ...streams)) as Reply;
+    return streams.map((_, i) => {
+      const length = Number(r[2 * i]);
+      return length >= 0 && Number.isFinite(length) ? { length, oldestId: String(r[2 * i + 1] ?? '') } : undefined;
+    });
   }
 
   /** claim-keep-3.lua: keeps the claim for the window (onlyIfAbsent: puts it back only where none is). */

@@ -4,6 +4,8 @@
 import type { Cluster } from 'ioredis';
 import type { PendingMove, ShardLevel, ShardRef } from '../../domain/ports.js';
 import { RELAY_GROUP, shardKeys } from '../../redis/keys.js';
+import { masterOf } from '../../redis/master-pipeline.js';
+import { Scripts } from '../../redis/scripts.js';
 import { parsePendingMoves } from '../../redis/pending-moves.js';
 import { parseShardLevel, SHARD_LEVEL_FIELDS } from '../../redis/shard-level.js';
 import { fromOutboxEntry, type OutboxEvent, type SettlementEvent } from '../event.js';
@@ -40,15 +42,27 @@ function isNoGroup(err: unknown): boolean {
   return String((err as Error)?.message).startsWith('NOGROUP');
 }
 
+/** Streams per outbox-probe-1.lua call: one call stays well under a millisecond of Redis time. */
+const PROBE_CHUNK = 500;
+
+export interface Backlog {
+  length: number;
+  /** When the oldest entry was added (ms), 0 when empty. */
+  oldestMs: number;
+}
+
 export class OutboxStreams {
   private lost = 0;
+  private readonly scripts: Scripts;
 
   constructor(
     private readonly redis: Cluster,
     private readonly namespace: string,
     private readonly consumer: string,
+    idempotencyWindowS: number,
   ) {
     redis.on('-node', () => this.lost++);
+    this.scripts = new Scripts(redis, namespace, idempotencyWindowS);
   }
 
   /** Node connections the client lost so far. A read in flight when one closed may have been delivered, its
@@ -117,8 +131,40 @@ export class OutboxStreams {
     if (failed) throw failed[0];
   }
 
+  /** backlog() of many shards, one outbox-probe-1.lua call per master and up to PROBE_CHUNK shards: what the
+   * relay's idle polls and sweeps cost then grows with the masters, not the shards. A shard whose master the
+   * client has wrong, or a call that failed, is asked about on its own. */
+  async backlogs(shards: readonly ShardRef[]): Promise<Backlog[]> {
+    const out: (Backlog | undefined)[] = new Array(shards.length);
+    const byMaster = new Map<string, number[]>();
+    shards.forEach((shard, i) => {
+      const master = masterOf(this.redis, this.key(shard)) ?? '';
+      const list = byMaster.get(master);
+      if (list) list.push(i);
+      else byMaster.set(master, [i]);
+    });
+    const calls: Promise<void>[] = [];
+    for (const list of byMaster.values())
+      for (let from = 0; from < list.length; from += PROBE_CHUNK) {
+        const chunk = list.slice(from, from + PROBE_CHUNK);
+        calls.push(
+          this.scripts.outboxProbe(chunk.map((i) => this.key(shards[i]!))).then(
+            (r) => {
+              chunk.forEach((i, j) => {
+                const b = r[j];
+                if (b) out[i] = { length: b.length, oldestMs: b.length > 0 && b.oldestId ? streamIdMs(b.oldestId) : 0 };
+              });
+            },
+            () => {},
+          ),
+        );
+      }
+    await Promise.all(calls);
+    return Promise.all(shards.map((shard, i) => out[i] ?? this.backlog(shard)));
+  }
+
   /** Entries in the stream and the age of the oldest (0 when empty). */
-  async backlog(shard: ShardRef): Promise<{ length: number; oldestMs: number }> {
+  async backlog(shard: ShardRef): Promise<Backlog> {
     const key = this.key(shard);
     const [length, first] = await Promise.all([this.redis.xlen(key), this.redis.xrange(key, '-', '+', 'COUNT', 1)]);
     return { length, oldestMs: first.length > 0 ? streamIdMs(first[0]![0]) : 0 };
