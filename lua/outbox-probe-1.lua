@@ -12,20 +12,24 @@
   KEYS[1]    the first stream   <ns>:{<tag>}:outbox   (routing only; it is ARGV[1] too)
   ARGV[1..n] outbox streams     <ns>:{<tag>}:outbox   all served by the node KEYS[1] routes to
 
-  Returns two values per stream, in ARGV order:
-    length, oldest entry id   the stream's XLEN, and its first entry's id ('' when empty)
-    -1, message               the node does not serve the stream's slot (or reading it failed)
+  Returns one integer per stream, in ARGV order, then one string per stream that holds entries:
+    length_1 .. length_n      the stream's XLEN; -1 when the node does not serve its slot (or reading it failed)
+    oldest_i ...              for each stream with length > 0, in order: its first entry's id
+  (Integers first: a reply of mostly empty streams then holds no strings, which the client decodes dearer.)
 ]]
 local out = {}
+local oldest = {}
 for i = 1, #ARGV do
   local ok, n = pcall(redis.call, 'XLEN', ARGV[i])
   if not ok then
-    out[2 * i - 1], out[2 * i] = -1, tostring(n)
-  elseif n == 0 then
-    out[2 * i - 1], out[2 * i] = 0, ''
+    out[i] = -1
   else
-    local first = redis.call('XRANGE', ARGV[i], '-', '+', 'COUNT', 1)[1]
-    out[2 * i - 1], out[2 * i] = n, first and first[1] or ''
+    out[i] = n
+    if n > 0 then
+      local first = redis.call('XRANGE', ARGV[i], '-', '+', 'COUNT', 1)[1]
+      oldest[#oldest + 1] = first and first[1] or ''
+    end
   end
 end
+for _, id in ipairs(oldest) do out[#out + 1] = id end
 return out

@@ -442,9 +442,11 @@ export class Scripts {
   async outboxProbe(streams: readonly string[]): Promise<({ length: number; oldestId: string } | undefined)[]> {
     if (streams.length === 0) return [];
     const r = (await this.fn.outboxProbe(streams[0]!, ...streams)) as Reply;
+    let next = streams.length;
     return streams.map((_, i) => {
-      const length = Number(r[2 * i]);
-      return length >= 0 && Number.isFinite(length) ? { length, oldestId: String(r[2 * i + 1] ?? '') } : undefined;
+      const length = Number(r[i]);
+      if (!(length >= 0)) return undefined;
+      return { length, oldestId: length > 0 ? String(r[next++] ?? '') : '' };
     });
   }
 

@@ -54,6 +54,7 @@ export interface Backlog {
 export class OutboxStreams {
   private lost = 0;
   private readonly scripts: Scripts;
+  private readonly keyByTag = new Map<string, string>();
 
   constructor(
     private readonly redis: Cluster,
@@ -72,8 +73,15 @@ export class OutboxStreams {
     return this.lost;
   }
 
+  /** The shard's outbox key, built once per tag: the relay's idle probes ask for every shard's key each second. */
   key(shard: ShardRef): string {
-    return shardKeys(this.namespace, shard.tag).outbox;
+    let key = this.keyByTag.get(shard.tag);
+    if (key === undefined) {
+      key = shardKeys(this.namespace, shard.tag).outbox;
+      if (this.keyByTag.size >= 200_000) this.keyByTag.clear();
+      this.keyByTag.set(shard.tag, key);
+    }
+    return key;
   }
 
   /** Entries never delivered to any relay consumer (own: false) or those delivered to this consumer and not

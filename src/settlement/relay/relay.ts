@@ -103,6 +103,8 @@ export class Relay {
   private listedAt = 0;
   /** When the loop's current nap ends (a nudge due earlier wakes it). */
   private napUntil = 0;
+  /** No shard is due before this (launch skips its walk until then); 0 = walk at the next launch. */
+  private dueAt = 0;
   private unlisten: (() => void) | undefined;
 
   constructor(
@@ -142,7 +144,7 @@ export class Relay {
   private soon(s: ShardState): void {
     const at = s.lastReadAt + (this.options.nudgeGapMs ?? 10);
     if (s.nextPollAt <= at) return;
-    s.nextPollAt = at;
+    this.schedule(s, at);
     s.idleStreak = 0;
     if (this.napUntil > at) this.wakeLoop?.();
   }
@@ -234,7 +236,10 @@ export class Relay {
         for (const st of c.states) this.shards.delete(shardId(st.ref));
       }
     }
-    if (changed) this.listed = [...this.shards.values()];
+    if (changed) {
+      this.listed = [...this.shards.values()];
+      this.dueAt = 0;
+    }
     return this.listed ?? [];
   }
 
@@ -242,15 +247,23 @@ export class Relay {
    * is due. Nothing new is read while the window's queue is already full. */
   private launch(): number {
     const now = Date.now();
+    const shards = this.shardList();
+    // Nothing became due since the last walk: with tens of thousands of idle shards, walking them on every
+    // wake-up was most of an idle instance's relay CPU.
+    if (now < this.dueAt) return this.dueAt;
     let next = now + (this.options.idlePollMaxMs ?? 1000);
     const idle: ShardState[] = [];
-    for (const s of this.shardList()) {
+    let walked = true;
+    for (const s of shards) {
       if (s.reading || s.inFlight.size >= 2 * this.options.batch) continue;
       if (s.nextPollAt > now) {
         next = Math.min(next, s.nextPollAt);
         continue;
       }
-      if (this.queue.length - this.queueHead >= this.window) break;
+      if (this.queue.length - this.queueHead >= this.window) {
+        walked = false;
+        break;
+      }
       // A shard with nothing at its last look, and no write seen here since, is most likely still empty: it is
       // probed with the others of its master in one call and read only if its stream holds something.
       const probe = (s.idleStreak > 0 || s.lastReadAt === 0) && !s.nudged && !s.dirty;
@@ -261,7 +274,15 @@ export class Relay {
       else this.track(this.readShard(s, now));
     }
     if (idle.length > 0) this.track(this.probe(idle, now));
+    // A shard skipped as busy is scheduled again when its read or chunk ends (schedule, relay).
+    this.dueAt = walked ? next : 0;
     return next;
+  }
+
+  /** Sets the shard's next read; the next launch walks the shards if that is before every other. */
+  private schedule(s: ShardState, at: number): void {
+    s.nextPollAt = at;
+    if (at < this.dueAt) this.dueAt = at;
   }
 
   /** Reads those of `idle` whose outbox holds entries; the others count as an empty read. */
@@ -287,7 +308,10 @@ export class Relay {
    * was written here meanwhile. */
   private idle(s: ShardState, now: number): void {
     s.idleStreak++;
-    s.nextPollAt = now + Math.min((this.options.pollMs ?? 50) * 2 ** s.idleStreak, this.options.idlePollMaxMs ?? 1000);
+    const wait = Math.min((this.options.pollMs ?? 50) * 2 ** s.idleStreak, this.options.idlePollMaxMs ?? 1000);
+    // Long waits end on a 100 ms boundary, so that the idle shards of an instance come due together: one
+    // walk and one probe per master for all of them, not one for every few.
+    this.schedule(s, wait >= 400 ? Math.ceil((now + wait) / 100) * 100 : now + wait);
     if (s.nudged) this.soon(s);
   }
 
@@ -308,7 +332,7 @@ export class Relay {
       // they sit in its pending list, which the next read takes first, instead of waiting claimIdleMs.
       s.dirty = true;
       this.failures++;
-      s.nextPollAt = Date.now() + Math.min(5000, 100 * 2 ** this.failures);
+      this.schedule(s, Date.now() + Math.min(5000, 100 * 2 ** this.failures));
       this.log?.warn({ err: (err as Error)?.message, shard: s.ref.index, couponId: s.ref.couponId }, 'relay: outbox read failed');
       return;
     } finally {
@@ -323,7 +347,7 @@ export class Relay {
     s.idleStreak = 0;
     // A full read means a backlog: read again at once. Fewer means caught up: the next poll is soon, without
     // spinning on reads that would return a handful of entries each (or sooner when written here meanwhile).
-    s.nextPollAt = entries.length >= batch ? 0 : now + (this.options.pollMs ?? 50);
+    this.schedule(s, entries.length >= batch ? 0 : now + (this.options.pollMs ?? 50));
     if (s.nudged) this.soon(s);
     this.track(this.relay(s, entries).then(() => {}));
   }
@@ -355,6 +379,8 @@ export class Relay {
       return 0;
     } finally {
       for (const e of entries) s.inFlight.delete(e.streamId);
+      // It may have been skipped as full.
+      this.dueAt = 0;
     }
     const failed = jobs.length - ids.length;
     if (failed > 0)
