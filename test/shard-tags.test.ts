@@ -29,7 +29,7 @@ function perMaster(tags: string[], owners: SlotOwners): number[] {
 }
 
 describe('shard tags', () => {
-  it('when 16 shards are placed on 3 masters, then every coupon gets 5/5/6 and shard i goes to master i mod 3', () => {
+  it('when 16 shards are placed on 3 masters, then every coupon gets 5/5/6 and consecutive shards go to consecutive masters', () => {
     const owners = three();
     const placement = new SlotMapPlacement(() => owners);
     for (let c = 0; c < 300; c++) {
@@ -37,10 +37,24 @@ describe('shard tags', () => {
       expect(tags).toHaveLength(16);
       expect(new Set(tags).size).toBe(16);
       expect(perMaster(tags, owners)).toEqual([5, 5, 6]);
-      expect(tags.map((t) => owners[slotOf(t)]![0])).toEqual(tags.map((_, i) => ['a:1', 'b:2', 'c:3'][i % 3]));
+      const first = ['a:1', 'b:2', 'c:3'].indexOf(owners[slotOf(tags[0]!)]![0]!);
+      expect(tags.map((t) => owners[slotOf(t)]![0])).toEqual(tags.map((_, i) => ['a:1', 'b:2', 'c:3'][(first + i) % 3]));
       // The cached placement and the one-off choice agree (same salts), so tags never depend on the cache.
       expect(chooseShardTags(`coupon-${c}`, 16, owners)).toEqual(tags);
     }
+  });
+
+  it('when 3,000 coupons of 4 shards are placed on 3 masters, then each master holds a third of all shards, not the first one half', () => {
+    const owners = three();
+    const placement = new SlotMapPlacement(() => owners);
+    const held = new Map<string, number>();
+    for (let c = 0; c < 3000; c++) {
+      const tags = placement.shardTags(`many-${c}`, 4);
+      expect(perMaster(tags, owners)).toEqual([1, 1, 2]);
+      for (const t of tags) held.set(owners[slotOf(t)]![0]!, (held.get(owners[slotOf(t)]![0]!) ?? 0) + 1);
+    }
+    // 12,000 shards: a third is 4,000; the extra shard's master is spread by the coupon id's hash.
+    for (const m of ['a:1', 'b:2', 'c:3']) expect(Math.abs(held.get(m)! - 4000)).toBeLessThan(200);
   });
 
   it('when masters own unequal slot ranges, then the shards still spread evenly', () => {

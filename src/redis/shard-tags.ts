@@ -1,6 +1,8 @@
 // Chooses one hash tag per shard so a coupon's shards spread evenly over the cluster's masters: naive tags
-// {c1:s0}..{c1:s7} were measured landing 4/2/2 on 3 masters. Shard i goes to master i mod M (masters in a
-// stable order), and its tag gets the first salt whose slot that master owns.
+// {c1:s0}..{c1:s7} were measured landing 4/2/2 on 3 masters. Shard i goes to master (i + k) mod M (masters in a
+// stable order, k from the coupon id), and its tag gets the first salt whose slot that master owns. Without k,
+// the shards left over when M does not divide the shard count always went to the first masters: with 4
+// shards on 3 masters, the first held half of every coupon's shards and took half of all the traffic.
 // Listing the masters means reading all 16384 slots (~2 ms per coupon when done per call), so the placement
 // keeps the list per topology: rebuilt when the client refreshes its slot map, when it is older than a second,
 // or when a salt search cannot find its master (one left the cluster). The owner of each chosen slot is
@@ -34,8 +36,9 @@ export function mastersOf(owners: SlotOwners): string[] {
 /** undefined: some master in `masters` owns no slot now (the list is stale). */
 function searchTags(couponId: string, shardCount: number, owners: SlotOwners, masters: readonly string[]): string[] | undefined {
   const tags: string[] = new Array(shardCount);
+  const first = slotOf(couponId) % masters.length;
   for (let i = 0; i < shardCount; i++) {
-    const want = masters[i % masters.length];
+    const want = masters[(first + i) % masters.length];
     let salt = 0;
     let tag = shardTag(couponId, i, 0);
     while (owners[slotOf(tag)]?.[0] !== want) {
