@@ -54,7 +54,6 @@ export interface Backlog {
 export class OutboxStreams {
   private lost = 0;
   private readonly scripts: Scripts;
-  private readonly keyByTag = new Map<string, string>();
 
   constructor(
     private readonly redis: Cluster,
@@ -73,15 +72,10 @@ export class OutboxStreams {
     return this.lost;
   }
 
-  /** The shard's outbox key, built once per tag: the relay's idle probes ask for every shard's key each second. */
+  /** The shard's outbox key (Scripts keeps each tag's keys: the relay's idle probes ask for every shard's key
+   * each second). */
   key(shard: ShardRef): string {
-    let key = this.keyByTag.get(shard.tag);
-    if (key === undefined) {
-      key = shardKeys(this.namespace, shard.tag).outbox;
-      if (this.keyByTag.size >= 200_000) this.keyByTag.clear();
-      this.keyByTag.set(shard.tag, key);
-    }
-    return key;
+    return this.scripts.keys(shard).outbox;
   }
 
   /** Entries never delivered to any relay consumer (own: false) or those delivered to this consumer and not

@@ -205,11 +205,9 @@ export class Relay {
   /** The shard list, rebuilt from the coupon sources at most once per poll interval. */
   private shardList(): ShardState[] {
     const now = Date.now();
-    if (!this.listed || now - this.listedAt >= (this.options.pollMs ?? 50)) {
-      this.refreshShards();
-      this.listedAt = now;
-    }
-    return this.listed ?? [];
+    if (this.listed && now - this.listedAt < (this.options.pollMs ?? 50)) return this.listed;
+    this.listedAt = now;
+    return this.refreshShards();
   }
 
   /** Rebuilt only for coupons that are new or whose shards changed: with 10,000 coupons, building every shard's
@@ -459,7 +457,7 @@ export class Relay {
     await Promise.all(
       shards.map(async (s, i) => {
         const b = backlogs[i]!;
-        byShard.set(`${s.ref.couponId}#${s.ref.index}`, b.length);
+        byShard.set(shardId(s.ref), b.length);
         total += b.length;
         if (b.length === 0) return;
         nonEmpty.add(s.ref.couponId);
