@@ -167,6 +167,9 @@ describe('record read batcher', () => {
         await new Promise<void>((go) => calls.push({ ids: [...ids], go }));
         return s.recordReads(shard, ids);
       },
+      keys: s.keys.bind(s),
+      nodeReadCommand: s.nodeReadCommand.bind(s),
+      parseNodeRead: s.parseNodeRead.bind(s),
     };
     return { scripts, calls };
   }

@@ -16,6 +16,7 @@ import type {
   ShardRef,
 } from '../domain/ports.js';
 import type { LiveShard } from '../recovery/recovery-plan.js';
+import { luaScript } from './cluster.js';
 import { firstBucket, orderKey, RELAY_GROUP, recordField, shardKeys, type ShardKeys } from './keys.js';
 import { type RequestRecord, unpackHoldValue, unpackRecord } from './request-record.js';
 import { transitUnits } from './shard-level.js';
@@ -52,6 +53,28 @@ function clockSkew(): Error {
 }
 
 const isDigit = (c: number) => c >= 48 && c <= 57;
+
+const NODE_READ = luaScript('nodeRead');
+
+/** One shard's record reads: a record or null per request id, 'missing' when the shard hash is gone, an Error
+ * when the script refused. */
+export type NodeReadAnswer = (RequestRecord | null)[] | 'missing' | 'elsewhere' | Error;
+
+/** A code and `n` packed records from `reply[at]` on (record-read-4.lua's reply, one shard of node-read-1.lua's). */
+function readRecords(reply: Reply, at: number, n: number): (RequestRecord | null)[] | 'missing' | Error {
+  const code = Number(reply[at]);
+  if (code === -4) return 'missing';
+  if (code === -8) return clockSkew();
+  if (code !== 1) return new Error(`record read answered ${String(reply[at])}`);
+  const out: (RequestRecord | null)[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const packed = String(reply[at + 1 + i] ?? '');
+    // A hold's value (starting with 'h', lua/includes/hold-record.lua) is no deduction's record, but it
+    // says the id is a Reserve's.
+    out[i] = isDigit(packed.charCodeAt(0)) ? unpackRecord(packed) : packed.startsWith('h') ? unpackHoldValue(packed) : null;
+  }
+  return out;
+}
 
 /** One request of a group commit (shard-batch-7.lua). */
 export type BatchOp = { op: 'D'; input: DeductScriptInput } | { op: 'C'; requestId: string; reason: string; limited: boolean };
@@ -473,16 +496,35 @@ export class Scripts {
     const args: Arg[] = [k.shard, r0, r1, r2, this.windowS, first];
     for (const id of requestIds) args.push(recordField(id));
     const r = (await this.fn.recordRead(...args)) as Reply;
-    if (Number(r[0]) === -4) return 'missing';
-    if (Number(r[0]) === -8) throw clockSkew();
-    const out: (RequestRecord | null)[] = new Array(requestIds.length);
-    for (let i = 0; i < requestIds.length; i++) {
-      const packed = String(r[i + 1] ?? '');
-      // A hold's value (starting with 'h', lua/includes/hold-record.lua) is no deduction's record, but it
-      // says the id is a Reserve's.
-      out[i] = isDigit(packed.charCodeAt(0)) ? unpackRecord(packed) : packed.startsWith('h') ? unpackHoldValue(packed) : null;
+    const read = readRecords(r, 0, requestIds.length);
+    if (read instanceof Error) throw read;
+    return read;
+  }
+
+  /** node-read-1.lua's command for the record reads of several shards one master serves (the first routes it),
+   * as sent on that master's own connection. */
+  nodeReadCommand(groups: readonly { shard: ShardRef; requestIds: readonly string[] }[]): Arg[] {
+    const at = this.clock();
+    const args: Arg[] = ['evalsha', NODE_READ.sha, 1, this.keys(groups[0]!.shard).shard];
+    for (const g of groups) {
+      const k = this.keys(g.shard);
+      const [r0, r1, r2, first] = this.buckets(k, 'records', at);
+      args.push(k.shard, r0, r1, r2, this.windowS, first, g.requestIds.length);
+      for (const id of g.requestIds) args.push(recordField(id));
     }
-    return out;
+    return args;
+  }
+
+  /** node-read-1.lua's reply, per group as recordReads() answers it; 'elsewhere' for a shard its node does
+   * not serve (or could not read): that one is to be read on its own. */
+  parseNodeRead(groups: readonly { requestIds: readonly string[] }[], reply: Reply): NodeReadAnswer[] {
+    let at = 0;
+    return groups.map((g) => {
+      const n = g.requestIds.length;
+      const read = Number(reply[at]) === -10 ? 'elsewhere' : readRecords(reply, at, n);
+      at += 1 + n;
+      return read;
+    });
   }
 
   /** move-out-2.lua: units taken. */

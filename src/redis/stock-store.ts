@@ -77,7 +77,15 @@ export class RedisStockStore implements StockStore {
             loadScript: (node, lua) => loadOnMaster(redis, node, lua),
           })
         : undefined;
-    this.reads = batch && batch.max > 1 ? new RecordReadBatcher(this.scripts, batch.max, batch.onReadBatch) : undefined;
+    this.reads =
+      batch && batch.max > 1
+        ? new RecordReadBatcher(this.scripts, batch.max, batch.onReadBatch, {
+            masterOf: (key) => masterOf(redis, key),
+            send: async (node, command) => (await sendOnMaster(redis, node, [command]))?.[0],
+            loadScript: (node, lua) => loadOnMaster(redis, node, lua),
+            onRedirect: () => void redis.refreshSlotsCache(),
+          })
+        : undefined;
   }
 
   keys(shard: ShardRef): ShardKeys {
