@@ -126,7 +126,7 @@ describe('record reads, one call per master', () => {
     const nr = luaScript('nodeRead');
     await conn.script('LOAD', nr.lua);
     const [, , ...args] = scripts.nodeReadCommand(groups);
-    const reply = (await conn.evalsha(nr.sha, ...(args as (string | number)[]))) as Reply;
+    const reply = (await conn.call('evalsha', nr.sha, ...(args as (string | number)[]))) as Reply;
     expect(reply.slice(3)).toEqual([-10, '', '']);
     const parsed = scripts.parseNodeRead(groups, reply);
     expect(parsed[1]).toBe('elsewhere');
