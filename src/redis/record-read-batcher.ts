@@ -27,6 +27,16 @@ export const READ_BUSY_AT_MOST_MS = 100;
 
 type ReadAnswer = RequestRecord | null | 'missing';
 
+/** The shard's queue in `queues` (by shard tag), created when it has none. */
+function queueIn(queues: Map<string, Queue>, shard: ShardRef): Queue {
+  let q = queues.get(shard.tag);
+  if (!q) {
+    q = { shard, ids: [], waiters: [] };
+    queues.set(shard.tag, q);
+  }
+  return q;
+}
+
 /** Most reads in one node-read-1.lua call (its unpack() and reply stay small); the rest wait for the next. */
 const NODE_READ_MAX = 1024;
 const NODE_READ = luaScript('nodeRead');
@@ -85,11 +95,7 @@ export class RecordReadBatcher {
     const master = this.nodes?.masterOf(this.scripts.keys(shard).shard);
     if (master !== undefined) return this.readOnMaster(master, shard, requestId);
     return new Promise((resolve, reject) => {
-      let q = this.queues.get(shard.tag);
-      if (!q) {
-        q = { shard, ids: [], waiters: [] };
-        this.queues.set(shard.tag, q);
-      }
+      const q = queueIn(this.queues, shard);
       q.ids.push(requestId);
       q.waiters.push({ resolve, reject });
       if (this.busy.has(shard.tag)) return; // sent when the call in flight comes back
@@ -148,11 +154,7 @@ export class RecordReadBatcher {
         shards = new Map();
         this.byMaster.set(master, shards);
       }
-      let q = shards.get(shard.tag);
-      if (!q) {
-        q = { shard, ids: [], waiters: [] };
-        shards.set(shard.tag, q);
-      }
+      const q = queueIn(shards, shard);
       q.ids.push(requestId);
       q.waiters.push({ resolve, reject });
       if (this.mastersBusy.has(master)) return; // sent when the call in flight comes back
