@@ -5,7 +5,7 @@ import type { StockChanges, StockSignals, StockStore } from './ports.js';
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
-import { paused } from './deduct.js';
+import { PausePatience } from './pause-patience.js';
 import { allShards, claimShard, homeShard, shardRef } from './routing.js';
 import * as v from './validate.js';
 
@@ -55,7 +55,8 @@ export class CompensateService {
       home = homeShard(coupon, requestId, '');
     }
     const ref = shardRef(coupon, home);
-    for (let attempt = 0; attempt < 3; attempt++) {
+    const patience = new PausePatience(couponId);
+    for (let attempt = 0; attempt < 3; ) {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
       const r = await this.store.compensate(ref, requestId, reason, userId, signal);
@@ -70,10 +71,13 @@ export class CompensateService {
         case 'not_deducted':
           return { outcome: 'not_deducted', remaining: 0 };
         case 'missing':
+          attempt++;
           await this.reloader.reload(coupon, home);
           break;
         case 'paused':
-          throw paused(couponId, r.waitMs);
+          // Waited out as Deduct does: refusing a refund for a pause of milliseconds sends its caller into a retry.
+          await patience.wait(r.waitMs);
+          break;
       }
     }
     throw new DomainError('unavailable', `shard ${home} of coupon ${couponId} could not be reloaded; retry`);

@@ -11,6 +11,7 @@ import type { SoldOutCache } from './sold-out-cache.js';
 import type { ShardReloader } from './shard-reloader.js';
 import type { MoveSweeper } from './move-sweeper.js';
 import { moveCreditId, moveIdFor, moveRound } from './ids.js';
+import { PausePatience } from './pause-patience.js';
 import { allShards, claimShard, homeShard, shardRef } from './routing.js';
 import * as v from './validate.js';
 import { saleStatus } from './sale.js';
@@ -59,8 +60,6 @@ export interface DeductStats {
 /** Enough rounds for thousands of callers racing for the last units; each round either lands units on the
  * home shard or sees the coupon empty. */
 const MAX_ROUNDS = 24;
-/** How long a call waits for a paused (recovering) coupon before answering UNAVAILABLE with a retry-after. */
-const PAUSE_PATIENCE_MS = 500;
 /** How long a call waits on units in transit before it lands their move itself (and the youngest move it lands):
  * a live mover lands its move within milliseconds, and the rounds a call has last ~0.6 s. */
 const STRANDED_AFTER_MS = 250;
@@ -178,7 +177,7 @@ export class DeductService {
     let credits: Credit[] = [];
     let creditEpoch = '';
     let moved: { source: number; moveId: string }[] = [];
-    let pausedFor = 0;
+    const patience = new PausePatience(couponId);
     let waitingSince: number | undefined;
     // Before the first read a sell-out could rest on: units returned after it keep this call from marking one.
     const readsBegan = this.soldOut.stamp();
@@ -200,11 +199,7 @@ export class DeductService {
         continue;
       }
       if (r.kind === 'paused') {
-        // A recovery usually ends within tens of milliseconds: wait it out for a while before refusing.
-        if (pausedFor >= PAUSE_PATIENCE_MS) throw paused(couponId, r.waitMs);
-        const wait = Math.min(r.waitMs, 50);
-        pausedFor += wait;
-        await sleep(wait);
+        await patience.wait(r.waitMs);
         continue;
       }
       if (moved.length > 0) {
@@ -423,12 +418,6 @@ function replayOf(rec: { quantity: number; remaining: number; compensated: boole
     shard: home,
     granted: rec.quantity,
   };
-}
-
-export function paused(couponId: string, waitMs: number): DomainError {
-  return new DomainError('unavailable', `coupon ${couponId} is paused while its stock is recovered; retry with the same request_id`, {
-    retryAfterMs: Math.max(50, Math.min(waitMs, 1000)),
-  });
 }
 
 function conflict(requestId: string, field: 'user_id' | 'quantity' | 'kind', recorded: string): DomainError {

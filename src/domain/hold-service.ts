@@ -4,7 +4,7 @@
 // hold's shard; which of confirm, release and expiry wins is decided there, on the Redis server's clock.
 import type { CouponCatalog } from './coupon-catalog.js';
 import type { DeductService } from './deduct.js';
-import { paused } from './deduct.js';
+import { PausePatience } from './pause-patience.js';
 import { DomainError, invalid } from './errors.js';
 import {
   type ConfirmResult,
@@ -30,8 +30,6 @@ export interface HoldTtl {
 }
 
 const STATES = { h: 'held', c: 'confirmed', r: 'released', x: 'expired' } as const;
-/** As DeductService: a recovery pause usually ends within tens of milliseconds. */
-const PAUSE_PATIENCE_MS = 500;
 
 export class HoldService implements Holds {
   constructor(
@@ -187,7 +185,7 @@ export class HoldService implements Holds {
     signal: AbortSignal | undefined,
     run: () => Promise<R>,
   ): Promise<Exclude<R, { kind: 'missing' | 'paused' }>> {
-    let pausedFor = 0;
+    const patience = new PausePatience(coupon.id);
     for (let attempt = 0; attempt < 40; attempt++) {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
@@ -197,11 +195,7 @@ export class HoldService implements Holds {
         continue;
       }
       if (r.kind === 'paused') {
-        const waitMs = (r as unknown as { waitMs: number }).waitMs;
-        if (pausedFor >= PAUSE_PATIENCE_MS) throw paused(coupon.id, waitMs);
-        const wait = Math.min(waitMs, 50);
-        pausedFor += wait;
-        await new Promise((res) => setTimeout(res, wait));
+        await patience.wait((r as unknown as { waitMs: number }).waitMs);
         continue;
       }
       return r as Exclude<R, { kind: 'missing' | 'paused' }>;
