@@ -3,7 +3,7 @@
 // PAUSE_PATIENCE_MS, then answer UNAVAILABLE with a retry-after and change nothing. Compensate used to refuse
 // at once, which made a refund made right after a repair fail in CI.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Metadata, status } from '@grpc/grpc-js';
+import { type Metadata, status } from '@grpc/grpc-js';
 import type { RedisRecoveryStore } from '../src/redis/recovery-store.js';
 import { homeShard, shardRef } from '../src/domain/routing.js';
 import { PAUSE_PATIENCE_MS } from '../src/domain/pause-patience.js';
@@ -90,9 +90,7 @@ describe('calls on a coupon paused by a recovery', () => {
     } finally {
       await recoveryStore().resume(ref, token);
     }
-    expect((await a.client.compensate({ couponId: id, requestId: 'r1', reason: 'retried' })).outcome).toBe(
-      CompensateOutcome.COMPENSATED,
-    );
+    expect((await a.client.compensate({ couponId: id, requestId: 'r1', reason: 'retried' })).outcome).toBe(CompensateOutcome.COMPENSATED);
     expect((await a.client.deduct({ couponId: id, requestId: 'r2', quantity: 2n })).outcome).toBe(DeductOutcome.DEDUCTED);
     const s = await shardState(a.app, id);
     expect(s.net).toBe(2);
