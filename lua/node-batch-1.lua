@@ -9,8 +9,10 @@
   Shards are in different slots. The script declares one key, the first shard's hash, which routes it and
   which the node must serve; the shebang flag lets it reach the other shards' keys, which Redis still checks
   are served by this node at each access. Each shard runs as shard-batch-7.lua would (lua/includes/shard-run.lua)
-  with KEYS[1..7] pointed at its keys; its first access is a read, so a shard whose slot is not here (moved,
-  failed over) fails before it writes anything and is answered -10 for the caller to send again.
+  with KEYS[1..7] pointed at its keys; its first access is one EXISTS of all seven, so a shard whose slot is
+  not here (moved, failed over) or is half moved (one of its keys already gone, or absent: Redis refuses a
+  missing key of a migrating slot) fails before it writes anything and is answered -10 for the caller to send
+  to the node that serves it.
 
   KEYS[1]       the first shard's hash (routing only; every shard's keys are in ARGV)
   ARGV, per shard, one after another:
@@ -20,13 +22,23 @@
     6 × count     shard-batch-7.lua's per-request values
 
   Returns three values per request, shards in order: shard-batch-7.lua's replies; every request of a shard
-  whose keys this node does not serve gets -10, message; of a shard that failed otherwise outside a request,
-  -9, message.
+  whose keys this node does not serve (or not all of them, its slot being moved) gets -10, message; of a
+  shard that failed otherwise outside a request, -9, message.
 ]]
 -- @include paused-for
 -- @include buckets
 -- @include shard-ops
 -- @include shard-run
+-- Every key of a shard is touched before any of it is written. The script declared only the first shard's
+-- hash, and a key of a slot being migrated fails at its first access once it has left (or when it never
+-- existed); Lua does not roll back. Without this, a shard whose outbox stream had left while its hash and
+-- records had not would have its level and records written and then fail at XADD: units taken, no event.
+-- With it, the shard fails before its first write and is answered -10 (one command, not seven).
+local function runHere(out, from, first, last)
+  redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+  runShard(out, from, first, last)
+end
+
 local out = {}
 local a = 1
 while a <= #ARGV do
@@ -34,11 +46,15 @@ while a <= #ARGV do
   local count = tonumber(ARGV[a + 13])
   local last = a + 13 + 6 * count
   local before = #out
-  local ok, err = pcall(runShard, out, a + 7, a + 14, last)
+  local ok, err = pcall(runHere, out, a + 7, a + 14, last)
   if not ok then
     for i = #out, before + 1, -1 do out[i] = nil end
     local msg = tostring(err)
-    local code = string.find(msg, 'non local key', 1, true) and -10 or -9
+    -- A key another node serves, a slot half moved (undeclared keys during rehashing) or no longer served:
+    -- nothing of this shard ran, and the caller asks the node that serves it.
+    local elsewhere = string.find(msg, 'non local key', 1, true) or string.find(msg, 'rehashing', 1, true)
+      or string.find(msg, 'slot not served', 1, true)
+    local code = elsewhere and -10 or -9
     for _ = 1, count do
       local n = #out
       out[n + 1], out[n + 2], out[n + 3] = code, msg, false

@@ -319,15 +319,19 @@ describe('Deduct bad input', () => {
 
   // A 1 ms deadline may expire before the server starts the call (then nothing runs: the domain checks its
   // signal first, see test/domain/deduct.test.ts) or just after its one atomic script ran. Either way the call
-  // is DEADLINE_EXCEEDED, nothing is half done, and a retry with the same id settles which it was.
+  // is DEADLINE_EXCEEDED, nothing is half done, and a retry with the same id settles which it was. (On a busy
+  // machine the answer can also be read before the client's 1 ms timer fires: then it is the one deduction.)
   it('when the deadline runs out at once, then the call is DEADLINE_EXCEEDED and at most its one deduction was made, which a retry replays', async () => {
     const id = uniqueId();
     await a.client.createCoupon({ couponId: id, totalStock: 10n, shardCount: 2 });
-    const e = await errOf(a.client.deduct({ couponId: id, requestId: 'late' }, { deadlineMs: 1 }));
-    expect(e?.code).toBe(status.DEADLINE_EXCEEDED);
+    const answered = await a.client.deduct({ couponId: id, requestId: 'late' }, { deadlineMs: 1 }).then(
+      (r) => `outcome ${DeductOutcome[r.outcome]}`,
+      (err: { code?: number }) => `status ${status[err.code ?? -1]}`,
+    );
+    expect(['status DEADLINE_EXCEEDED', 'outcome DEDUCTED']).toContain(answered);
     await new Promise((r) => setTimeout(r, 50));
     const made = (await shardState(a.app, id)).net;
-    expect([0, 1]).toContain(made);
+    expect(answered === 'outcome DEDUCTED' ? [1] : [0, 1]).toContain(made);
     const retry = await a.client.deduct({ couponId: id, requestId: 'late' });
     expect(retry.outcome).toBe(DeductOutcome.DEDUCTED);
     expect(retry.replayed).toBe(made === 1);

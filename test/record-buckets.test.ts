@@ -170,6 +170,8 @@ describe('record read batcher', () => {
       keys: s.keys.bind(s),
       nodeReadCommand: s.nodeReadCommand.bind(s),
       parseNodeRead: s.parseNodeRead.bind(s),
+      recordReadArgs: s.recordReadArgs.bind(s),
+      parseRecordReads: s.parseRecordReads.bind(s),
     };
     return { scripts, calls };
   }

@@ -18,6 +18,7 @@
 // the cluster client, which routes and loads scripts itself.
 import type { ShardRef } from '../domain/ports.js';
 import { isRedirect, luaScript } from './cluster.js';
+import { isTryAgain, redirectOf } from './redirects.js';
 import type { RequestRecord } from './request-record.js';
 import type { Arg, NodeReadAnswer, Reply, Scripts } from './scripts.js';
 import { takeTurn } from './shard-turn.js';
@@ -40,13 +41,18 @@ function queueIn(queues: Map<string, Queue>, shard: ShardRef): Queue {
 /** Most reads in one node-read-1.lua call (its unpack() and reply stay small); the rest wait for the next. */
 const NODE_READ_MAX = 1024;
 const NODE_READ = luaScript('nodeRead');
+const RECORD_READ = luaScript('recordRead');
+/** As shard-batcher.ts: redirects followed, or TRYAGAIN waited out 100 ms apart, before a read gives up. */
+const DIRECT_ATTEMPTS = 16;
+const TRY_AGAIN_MS = 100;
 
 /** Reaching a master's own connection (master-pipeline.ts), for the per-master calls. */
 export interface NodeReadTransport {
   /** The master the client routes `key` to now; undefined while none is known (the shard is read alone). */
   masterOf(key: string): string | undefined;
-  /** One command on master `node`'s own connection: its [error, reply]; undefined when it has no ready one. */
-  send(node: string, command: readonly Arg[]): Promise<[Error | null, unknown] | undefined>;
+  /** One command on master `node`'s own connection (after ASKING, when `asking`): its [error, reply];
+   * undefined when it has no ready one. */
+  send(node: string, command: readonly Arg[], asking?: boolean): Promise<[Error | null, unknown] | undefined>;
   /** Loads a script on a master that answered NOSCRIPT. */
   loadScript(node: string, lua: string): void;
   /** The client's slot map proved stale. */
@@ -81,7 +87,10 @@ export class RecordReadBatcher {
   readonly sent = { calls: 0, reads: 0 };
 
   constructor(
-    private readonly scripts: Pick<Scripts, 'recordReads' | 'keys' | 'nodeReadCommand' | 'parseNodeRead'>,
+    private readonly scripts: Pick<
+      Scripts,
+      'recordReads' | 'recordReadArgs' | 'parseRecordReads' | 'keys' | 'nodeReadCommand' | 'parseNodeRead'
+    >,
     /** Most reads per shard and call; a full batch is sent at once when its shard is idle. */
     private readonly max: number,
     /** Every batch's size, as sent (a master's call: each shard's). */
@@ -225,18 +234,64 @@ export class RecordReadBatcher {
       if (a === 'elsewhere') {
         nodes.onRedirect();
         alone.push(this.readAlone(q));
+      } else if (a === 'missing' && i > 0) {
+        // Only the first shard's key was declared: a shard whose keys already moved away (its slot half
+        // migrated) reads as absent here instead of redirecting. Asked again with its own keys declared.
+        alone.push(this.readAlone(q));
       } else this.settle(q, a);
     });
     await Promise.all(alone);
   }
 
-  /** A shard's reads through the cluster client (record-read-4.lua), outside any master's call. */
+  /** A shard's reads through the cluster client (record-read-4.lua), outside any master's call. A redirect
+   * or TRYAGAIN (an auto-pipelined command gets them raw: cluster.ts) is followed by hand (readDirect). */
   private async readAlone(q: Queue): Promise<void> {
     try {
       this.settle(q, await this.scripts.recordReads(q.shard, q.ids));
     } catch (err) {
+      if (this.nodes && (isRedirect(err) || isTryAgain(err))) return this.readDirect(q, err as Error);
       for (const w of q.waiters) w.reject(err);
     }
+  }
+
+  /** record-read-4.lua (EVAL: the node may not have it) on the node a MOVED or ASK names, or, after TRYAGAIN,
+   * on the slot map's master 100 ms later, as the cluster client does for a command sent alone. */
+  private async readDirect(q: Queue, first: Error): Promise<void> {
+    const nodes = this.nodes!;
+    let err = first;
+    const key = this.scripts.keys(q.shard).shard;
+    for (let attempt = 0; attempt < DIRECT_ATTEMPTS; attempt++) {
+      const to = redirectOf(err);
+      if (to?.kind === 'moved') nodes.onRedirect();
+      if (isTryAgain(err)) await new Promise((r) => setTimeout(r, TRY_AGAIN_MS));
+      const node = to?.node ?? nodes.masterOf(key);
+      const args = this.scripts.recordReadArgs(q.shard, q.ids);
+      let out: [Error | null, unknown] | undefined;
+      try {
+        out = node === undefined ? undefined : await nodes.send(node, ['eval', RECORD_READ.lua, 4, ...args], to?.kind === 'ask');
+      } catch (e) {
+        out = [e as Error, null];
+      }
+      if (!out) {
+        // No ready connection to it (yet): asked again of the slot map's master once the map is refreshed.
+        nodes.onRedirect();
+        err = new Error(`no ready connection to ${node ?? 'a master'} for shard ${q.shard.index} of coupon ${q.shard.couponId}`);
+        await new Promise((r) => setTimeout(r, TRY_AGAIN_MS));
+        continue;
+      }
+      if (out[0]) {
+        err = out[0];
+        if (isRedirect(err) || isTryAgain(err) || err.message === 'Connection is closed.') continue;
+        break;
+      }
+      try {
+        this.settle(q, this.scripts.parseRecordReads(out[1] as Reply, q.ids.length));
+      } catch (e) {
+        for (const w of q.waiters) w.reject(e);
+      }
+      return;
+    }
+    for (const w of q.waiters) w.reject(err);
   }
 
   private settle(q: Queue, a: Exclude<NodeReadAnswer, 'elsewhere'>): void {

@@ -491,12 +491,21 @@ export class Scripts {
   /** record-read-4.lua: the records of several requests of one shard in one call, null where there is none;
    * 'missing' when the shard hash is gone (its records went with it: "none" would be a guess). */
   async recordReads(shard: ShardRef, requestIds: readonly string[]): Promise<(RequestRecord | null)[] | 'missing'> {
+    return this.parseRecordReads((await this.fn.recordRead(...this.recordReadArgs(shard, requestIds))) as Reply, requestIds.length);
+  }
+
+  /** record-read-4.lua's keys and arguments, for a caller that sends it itself (record-read-batcher.ts, to the
+   * node a redirect names); parseRecordReads reads its reply. */
+  recordReadArgs(shard: ShardRef, requestIds: readonly string[]): Arg[] {
     const k = this.keys(shard);
     const [r0, r1, r2, first] = this.buckets(k, 'records', this.clock());
     const args: Arg[] = [k.shard, r0, r1, r2, this.windowS, first];
     for (const id of requestIds) args.push(recordField(id));
-    const r = (await this.fn.recordRead(...args)) as Reply;
-    const read = readRecords(r, 0, requestIds.length);
+    return args;
+  }
+
+  parseRecordReads(reply: Reply, n: number): (RequestRecord | null)[] | 'missing' {
+    const read = readRecords(reply, 0, n);
     if (read instanceof Error) throw read;
     return read;
   }

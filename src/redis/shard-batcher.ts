@@ -16,11 +16,15 @@
 // that master's own connection (onMaster), with the replica WAIT in the same write at the `replica` level: a
 // call's entry and the client's per-command work are paid once per master and round, not once per shard.
 // One such call per master is in flight: the shards that become ready while it is out wait for it and then
-// leave together. Whatever that path cannot finish for sure (NOSCRIPT, a redirect, a shard whose slot moved, a
-// closed connection) goes again through the cluster client, one shard-batch-7.lua call per shard.
+// leave together. Whatever that path cannot finish for sure (NOSCRIPT, a closed connection) goes again through
+// the cluster client, one shard-batch-7.lua call per shard. A shard whose slot is moving or moved (a redirect,
+// TRYAGAIN, a shard not on the node, or one that looks lost on a node that only declared another shard's key) is
+// sent by hand to whichever node serves it (direct): the cluster client follows redirects only for a command
+// sent alone, and its WAIT would go to the slot map's master, not to the node an ASK sent the write to.
 import type { CompensateScriptResult, DeductScriptInput, DeductScriptResult, ShardRef } from '../domain/ports.js';
 import { DomainError } from '../domain/errors.js';
 import { isRedirect, luaScript } from './cluster.js';
+import { isTryAgain, redirectOf } from './redirects.js';
 import { type Arg, type BatchOp, type BatchReply, parseShardBatch, type Reply, type Scripts } from './scripts.js';
 import { CallGap } from './call-gap.js';
 import { takeTurn } from './shard-turn.js';
@@ -88,8 +92,15 @@ const RESEND_AFTER_MS = 200;
 /** The answers that stand for a write (or vouch for one) and so wait for the replica ack. */
 const NEEDS_ACK = new Set(['deducted', 'replay', 'compensated', 'already']);
 const NODE_BATCH = luaScript('nodeBatch');
-/** node-batch-1.lua's code for a shard whose keys its node does not serve. */
+const SHARD_BATCH = luaScript('shardBatch');
+/** node-batch-1.lua's code for a shard whose keys its node does not serve (or not all of them: a slot moving). */
 const NOT_HERE = -10;
+/** shard-batch-7.lua's code for a shard whose hash is not there. */
+const MISSING = -4;
+/** How often a direct call follows a redirect or waits out TRYAGAIN (100 ms apart) before its requests get the
+ * error: as the cluster client's maxRedirections. A slot's keys move in milliseconds each. */
+const DIRECT_ATTEMPTS = 16;
+const TRY_AGAIN_MS = 100;
 
 export class ShardBatcher {
   /** Requests waiting for their shard's next call, by shard tag. */
@@ -309,13 +320,16 @@ export class ShardBatcher {
     const [err, flat] = out.results[0]!;
     if (err) {
       // NOSCRIPT (the node restarted, or is a promoted replica: loaded for the next round, and this one goes
-      // through the cluster client, which loads shard-batch-7.lua itself), a redirect (the script did not run)
-      // or a closed connection: each batch is sent again through the cluster client, once.
+      // through the cluster client, which loads shard-batch-7.lua itself) or a closed connection: each batch is
+      // sent again through the cluster client, once. A redirect or TRYAGAIN (the first shard's slot moved or is
+      // moving; the script did not run): each batch to the node that serves it.
       if (isRedirect(err)) this.options.onRedirect?.();
       if (err.message.startsWith('NOSCRIPT')) {
         this.options.loadScript?.(owner, NODE_BATCH.lua);
         for (const r of group) this.plain(r);
-      } else if (isRedirect(err) || err.message === CONNECTION_CLOSED) {
+      } else if (isRedirect(err) || isTryAgain(err)) {
+        for (const r of group) this.direct(r);
+      } else if (err.message === CONNECTION_CLOSED) {
         setTimeout(() => {
           for (const r of group) this.plain(r, true);
         }, RESEND_AFTER_MS);
@@ -333,16 +347,84 @@ export class ShardBatcher {
       const ops = r.q.items.map((p) => p.op);
       const mine = values.slice(at, at + 3 * ops.length);
       at += 3 * ops.length;
-      if (Number(mine[0]) === NOT_HERE) {
-        // This shard's slot is not on `owner` any more (a failover, a slot moved): nothing of it ran.
-        this.options.onRedirect?.();
-        setTimeout(() => this.plain(r, true), RESEND_AFTER_MS);
+      const code = Number(mine[0]);
+      // NOT_HERE: this shard's slot is not (or not wholly) on `owner` any more, a failover or a slot moving:
+      // nothing of it ran. MISSING on any shard but the first may be the same: its keys were never declared, so
+      // a key already moved away reads as absent instead of redirecting. Both are asked again of the node that
+      // serves the shard, with its keys declared; a shard really lost answers MISSING there too.
+      if (code === NOT_HERE || (code === MISSING && r !== group[0])) {
+        if (code === NOT_HERE) this.options.onRedirect?.();
+        this.direct(r);
         continue;
       }
       this.options.onBatch?.(ops.length);
       r.release();
       this.answer(r.q.items, parseShardBatch(ops, mine), out.ack);
     }
+  }
+
+  /** A shard's batch sent by hand to the node that serves its slot (directSend), then its shard freed. */
+  private direct(r: Ready): void {
+    this.directSend(r.q).then(r.release, r.release);
+  }
+
+  /**
+   * shard-batch-7.lua (EVAL: the node may never have run it) with the shard's keys declared, on the connection
+   * of the node that serves the shard, with the replica WAIT in the same write: first the slot map's master,
+   * then wherever a MOVED or ASK (sent with ASKING) points, waiting out TRYAGAIN, as the cluster client does
+   * for a command sent alone. The WAIT goes to the node that ran the write, which the client's afterWrite
+   * cannot know after it followed an ASK. `first`: the redirect or TRYAGAIN that sent the batch here.
+   */
+  private async directSend(q: Queue, first?: Error): Promise<void> {
+    let err: Error | undefined = first;
+    const shardKey = this.scripts.keys(q.shard).shard;
+    for (let attempt = 0; attempt < DIRECT_ATTEMPTS; attempt++) {
+      const items = this.live(q.items);
+      if (items.length === 0) return;
+      q = { shard: q.shard, items };
+      const to = err ? redirectOf(err) : undefined;
+      if (to?.kind === 'moved') this.options.onRedirect?.();
+      if (err && !to) await new Promise((r) => setTimeout(r, TRY_AGAIN_MS));
+      let node = to?.node;
+      try {
+        const owner = this.options.beforeWrite(shardKey);
+        node ??= owner;
+      } catch (e) {
+        for (const p of items) p.reject(e);
+        return;
+      }
+      const ops = items.map((p) => p.op);
+      const evalCmd: Arg[] = ['eval', SHARD_BATCH.lua, 7, ...this.scripts.shardBatchArgs(q.shard, ops, this.options.vouch)];
+      let out: Awaited<ReturnType<NonNullable<ShardBatcherOptions['onMaster']>>>;
+      try {
+        out = node === undefined ? undefined : await this.options.onMaster!(node, to?.kind === 'ask' ? [['asking'], evalCmd] : [evalCmd]);
+      } catch {
+        // A closed connection: whether the script ran is unknown; asking again is safe (request ids).
+        await new Promise((r) => setTimeout(r, RESEND_AFTER_MS));
+        err = undefined;
+        continue;
+      }
+      if (out === undefined) {
+        // No ready connection to that node (yet): the client is reconnecting or refreshing its map.
+        this.options.onRedirect?.();
+        await new Promise((r) => setTimeout(r, RESEND_AFTER_MS));
+        err = undefined;
+        continue;
+      }
+      const [e, flat] = out.results[out.results.length - 1]!;
+      if (e) {
+        err = e;
+        if (isRedirect(e) || isTryAgain(e)) continue;
+        for (const p of items) p.reject(e);
+        return;
+      }
+      this.sent.calls++;
+      this.sent.shards++;
+      this.sent.requests += items.length;
+      this.answer(items, parseShardBatch(ops, flat as Reply), out.ack);
+      return;
+    }
+    for (const p of q.items) p.reject(err ?? new Error(`shard ${q.shard.index} of coupon ${q.shard.couponId} kept moving`));
   }
 
   private live(items: Pending[]): Pending[] {
@@ -388,7 +470,8 @@ export class ShardBatcher {
       // every request in it is idempotent by its request id, so one that ran before the connection closed is
       // found and answered as a replay (what the caller's own retry would get). Once only: a second failure
       // is the caller's to retry.
-      if (!retried && (isRedirect(err) || (err instanceof Error && err.message === CONNECTION_CLOSED))) {
+      if (isRedirect(err) || isTryAgain(err)) return this.directSend({ shard: q.shard, items }, err as Error);
+      if (!retried && err instanceof Error && err.message === CONNECTION_CLOSED) {
         await new Promise((r) => setTimeout(r, RESEND_AFTER_MS));
         return this.send({ shard: q.shard, items }, release, true);
       }

@@ -81,7 +81,7 @@ export class RedisStockStore implements StockStore {
       batch && batch.max > 1
         ? new RecordReadBatcher(this.scripts, batch.max, batch.onReadBatch, {
             masterOf: (key) => masterOf(redis, key),
-            send: async (node, command) => (await sendOnMaster(redis, node, [command]))?.[0],
+            send: async (node, command, asking) => (await sendOnMaster(redis, node, asking ? [['asking'], command] : [command]))?.at(-1),
             loadScript: (node, lua) => loadOnMaster(redis, node, lua),
             onRedirect: () => void redis.refreshSlotsCache(),
           })
