@@ -469,9 +469,10 @@ export class ShardBatcher {
       // the script did not run, and the client is refreshing its slot map). Sending the batch again is safe:
       // every request in it is idempotent by its request id, so one that ran before the connection closed is
       // found and answered as a replay (what the caller's own retry would get). Once only: a second failure
-      // is the caller's to retry.
-      if (isRedirect(err) || isTryAgain(err)) return this.directSend({ shard: q.shard, items }, err as Error);
-      if (!retried && err instanceof Error && err.message === CONNECTION_CLOSED) {
+      // is the caller's to retry. With node connections (onMaster), a redirect or TRYAGAIN is followed to the
+      // node that serves the shard instead (directSend).
+      if (this.options.onMaster && (isRedirect(err) || isTryAgain(err))) return this.directSend({ shard: q.shard, items }, err as Error);
+      if (!retried && (isRedirect(err) || (err instanceof Error && err.message === CONNECTION_CLOSED))) {
         await new Promise((r) => setTimeout(r, RESEND_AFTER_MS));
         return this.send({ shard: q.shard, items }, release, true);
       }
