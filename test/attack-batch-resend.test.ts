@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DeductScriptInput, ShardRef } from '../src/domain/ports.js';
 import { type BatchOp, type BatchReply, Scripts } from '../src/redis/scripts.js';
 import { ShardBatcher } from '../src/redis/shard-batcher.js';
+import { masterOf, sendOnMaster } from '../src/redis/master-pipeline.js';
 import { fromOutboxEntry } from '../src/settlement/event.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 
@@ -23,6 +24,8 @@ afterAll(async () => {
  * the slot does. */
 class FailingBatches extends Scripts {
   calls = 0;
+  /** The redirect a refused call gets. */
+  redirectTo = 'MOVED 1234 127.0.0.1:7001';
   constructor(
     app: TestApp,
     private failing: number,
@@ -32,7 +35,7 @@ class FailingBatches extends Scripts {
   }
   override async shardBatch(shard: ShardRef, ops: readonly BatchOp[], vouch: boolean): Promise<BatchReply[]> {
     const fails = this.calls++ < this.failing;
-    if (fails && this.how === 'redirected') throw new Error('MOVED 1234 127.0.0.1:7001');
+    if (fails && this.how === 'redirected') throw new Error(this.redirectTo);
     const replies = await super.shardBatch(shard, ops, vouch);
     if (fails) throw new Error('Connection is closed.');
     return replies;
@@ -119,4 +122,44 @@ describe('attack: a batch redirected before it ran is re-sent', () => {
     ]);
     expect(Number((await a.app.redis.hgetall(scripts.keys(shard).shard)).avail)).toBe(3);
   });
+});
+
+// With node connections (onMaster), a redirect is followed by hand: the batch goes, with its keys declared, to
+// the node the MOVED or ASK names (after ASKING for an ASK), and the requests are answered from that one run.
+describe('attack: a redirected batch followed to the node named', () => {
+  for (const kind of ['MOVED', 'ASK'] as const) {
+    it(`when the cluster client's call comes back ${kind}, then the batch runs once on the node named and every request is answered as a first call`, async () => {
+      const id = uniqueId('fw');
+      const shard: ShardRef = { couponId: id, index: 0, tag: `${id}#0.0` };
+      const scripts = new FailingBatches(a, 1, 'redirected');
+      await scripts.shardInit(shard, 3, 0);
+      const owner = masterOf(a.app.redis, scripts.keys(shard).shard)!;
+      scripts.redirectTo = `${kind} 1234 ${owner}`;
+      const sent: { node: string; first: string }[] = [];
+      const batcher = new ShardBatcher(scripts, {
+        max: 64,
+        waitUs: 0,
+        vouch: false,
+        // No master known: the batch takes the cluster client's path, which comes back redirected.
+        beforeWrite: () => undefined,
+        afterWrite: async () => {},
+        onMaster: async (node, commands) => {
+          sent.push({ node, first: String(commands[0]![0]) });
+          const results = await sendOnMaster(a.app.redis, node, commands);
+          return results && { results, ack: null };
+        },
+      });
+      const replies = await Promise.all([
+        batcher.deduct(shard, D('a', 'u1', 1, 0)),
+        batcher.deduct(shard, D('b', 'u2', 1, 0)),
+        batcher.deduct(shard, D('a', 'u1', 1, 0)),
+        batcher.compensate(shard, 'b', 'refund', false),
+      ]);
+      expect(scripts.calls).toBe(1);
+      expect(sent).toEqual([{ node: owner, first: kind === 'ASK' ? 'asking' : 'eval' }]);
+      expect(replies.map((r) => r.kind)).toEqual(['deducted', 'deducted', 'replay', 'compensated']);
+      const level = await a.app.redis.hgetall(scripts.keys(shard).shard);
+      expect([Number(level.avail), Number(level.net)]).toEqual([2, 1]);
+    });
+  }
 });

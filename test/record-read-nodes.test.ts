@@ -39,17 +39,18 @@ async function shardsWithRecords(count: number, skewMs = 0) {
 
 /** The real transport (as stock-store.ts builds it), counting the calls per master; `route` may lie. */
 function transport(route?: (key: string) => string | undefined) {
-  const calls: { node: string; shards: number }[] = [];
+  const calls: { node: string; shards: number; asking: boolean }[] = [];
   const loads: string[] = [];
   let redirects = 0;
   const t: NodeReadTransport = {
     masterOf: route ?? ((key) => masterOf(a.app.redis, key)),
-    send: async (node: string, command: readonly Arg[]) => {
-      // evalsha, sha, 1, routing key, then 7 values and the ids per shard
+    send: async (node: string, command: readonly Arg[], asking?: boolean) => {
+      // evalsha, sha, 1, routing key, then 7 values and the ids per shard (a read sent alone: eval, lua, 4 keys)
       let shards = 0;
-      for (let i = 4; i < command.length; i += 7 + Number(command[i + 6])) shards++;
-      calls.push({ node, shards });
-      return (await sendOnMaster(a.app.redis, node, [command]))?.[0];
+      if (command[0] === 'eval') shards = 1;
+      else for (let i = 4; i < command.length; i += 7 + Number(command[i + 6])) shards++;
+      calls.push({ node, shards, asking: asking === true });
+      return (await sendOnMaster(a.app.redis, node, asking ? [['asking'], command] : [command]))?.at(-1);
     },
     loadScript: (node, lua) => {
       loads.push(node);
@@ -112,8 +113,8 @@ describe('record reads, one call per master', () => {
     const answers = await Promise.all(later);
     expect(answers.map((r) => (r && r !== 'missing' ? r.quantity : r))).toEqual(mine.flatMap(() => [1, null]));
     expect(calls).toEqual([
-      { node, shards: 1 },
-      { node, shards: mine.length },
+      { node, shards: 1, asking: false },
+      { node, shards: mine.length, asking: false },
     ]);
   });
 
@@ -211,4 +212,29 @@ describe('record reads, one call per master', () => {
     for (const s of shards) perMaster.set(owner(s), (perMaster.get(owner(s)) ?? 0) + 30);
     for (const [node, n] of perMaster) expect(calls.filter((c) => c.node === node).length).toBeGreaterThanOrEqual(Math.ceil(n / 16));
   });
+
+  // A shard read alone goes through the cluster client, whose auto-pipelined batches hand a redirect back raw
+  // (src/redis/cluster.ts): the read follows it by hand to the node it names, with ASKING for an ASK.
+  for (const kind of ['MOVED', 'ASK'] as const) {
+    it(`when a read sent alone comes back ${kind}, then it is asked again of the node named${kind === 'ASK' ? ', after ASKING,' : ''} and answered truly`, async () => {
+      const { scripts, shards, owner } = await shardsWithRecords(2);
+      const shard = shards[0]!;
+      let redirected = 0;
+      const raw = Object.create(scripts) as Scripts;
+      raw.recordReads = async (s, ids) => {
+        if (redirected++ === 0) throw new Error(`${kind} 1234 ${owner(s)}`);
+        return scripts.recordReads(s, ids);
+      };
+      // No master known for the slot: the shard is read alone.
+      const { t, calls, redirects } = transport(() => undefined);
+      const batcher = new RecordReadBatcher(raw, 64, undefined, t);
+      const [won, never] = await Promise.all([batcher.read(shard, `${shard.tag}/won`), batcher.read(shard, `${shard.tag}/never`)]);
+      expect(won).toMatchObject({ quantity: 1 });
+      expect(never).toBeNull();
+      expect(redirected).toBe(1);
+      expect(calls).toEqual([{ node: owner(shard), shards: 1, asking: kind === 'ASK' }]);
+      // MOVED says the client's map is stale; ASK does not (the slot is only half moved).
+      expect(redirects()).toBe(kind === 'MOVED' ? 1 : 0);
+    });
+  }
 });

@@ -150,6 +150,7 @@ export class RecordReadBatcher {
     try {
       recs = await this.scripts.recordReads(q.shard, q.ids);
     } catch (err) {
+      if (this.nodes && (isRedirect(err) || isTryAgain(err))) return this.readDirect(q, err as Error);
       for (const w of q.waiters) w.reject(err);
       return;
     }
