@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import slotOf from 'cluster-key-slot';
 import { status } from '@grpc/grpc-js';
-import { DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
-import { allShards } from '../src/domain/routing.js';
+import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { allShards, homeShard } from '../src/domain/routing.js';
 import { shardState } from '../test/support/inspect.js';
 import { ledgerFigures, waitFor } from '../test/support/settlement.js';
 import { startTestApp, uniqueId, type TestApp } from '../test/support/harness.js';
@@ -104,6 +104,18 @@ async function rush(couponId: string, prefix: string, count: number, concurrency
   return t;
 }
 
+/** Compensate with retries of UNAVAILABLE (same request id), as a well-behaved client does. */
+async function refund(t: TestApp, couponId: string, requestId: string): Promise<CompensateOutcome> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return (await t.client.compensate({ couponId, requestId, reason: 'refund during a reshard' })).outcome;
+    } catch (err) {
+      if ((err as { code?: number }).code !== status.UNAVAILABLE || attempt >= 40) throw err;
+      await sleep(50 + Math.random() * 50);
+    }
+  }
+}
+
 describe('a slot moved to another master during a sale', () => {
   it("when a shard's outbox has left for the new master and its hash and records have not, then a per-master call writes nothing of that shard and answers it -10", async () => {
     const scripts = new Scripts(a.app.redis, a.namespace, a.app.config.idempotencyWindowS);
@@ -162,7 +174,7 @@ describe('a slot moved to another master during a sale', () => {
     expect(await a.app.redis.hget(hash!, 'avail')).toBe('8');
   });
 
-  it('when one shard of a selling coupon is resharded key by key mid-rush, then the sale is exact, nothing is recovered, and every DEDUCTED replays', async () => {
+  it('when one shard of a selling coupon is resharded key by key mid-rush while earlier buyers are refunded, then every unit is accounted for, nothing is recovered, and every DEDUCTED replays', async () => {
     const id = uniqueId('mig');
     const stock = 1500;
     await a.client.createCoupon({ couponId: id, totalStock: BigInt(stock), shardCount: 12 });
@@ -195,27 +207,43 @@ describe('a slot moved to another master during a sale', () => {
       rushMs = Date.now() - t0;
       return r;
     });
+    // Refunds during the move: every warm deduction homed on the moving shard, and others up to 100. Their units
+    // go back on sale (the rush may buy them), each exactly once.
+    const onMoved = warm.deducted.filter((rid) => homeShard(coupon, rid, '') === movedShard);
+    const refunds = [...onMoved, ...warm.deducted.filter((rid) => !onMoved.includes(rid))].slice(0, 100);
+    expect(onMoved.length).toBeGreaterThan(0);
+    const refunding = Promise.all(refunds.map((rid, i) => refund(i % 2 ? a : b, id, rid)));
     await sleep(150);
     const keys = a.app.store.keys(allShards(coupon)[movedShard]!);
     const moved = await migrateSlot(slot, target.port, 250, [keys.outbox], keys.shard);
     const migrationMs = Date.now() - t0;
     const t = await buying;
+    const refunded = await refunding;
     console.log(
-      `[faults] slot migration: ${JSON.stringify({ slot, moved, migrationMs, rushMs, deducted: t.deducted.length, soldOut: t.soldOut, unavailable: t.unavailable, why: Object.fromEntries(t.why), failures: t.failures.length })}`,
+      `[faults] slot migration: ${JSON.stringify({ slot, moved, migrationMs, rushMs, deducted: t.deducted.length, soldOut: t.soldOut, refunds: refunds.length, refundsOnMovedShard: onMoved.length, unavailable: t.unavailable, why: Object.fromEntries(t.why), failures: t.failures.length })}`,
     );
     expect(moved).toBeGreaterThanOrEqual(2);
     expect((await cluster.masterOfSlot(slot)).port).toBe(target.port);
     expect(t.failures).toEqual([]);
     expect(t.deducted.length + t.soldOut).toBe(2000);
-    // Exactly the stock: not one unit sold twice, none stranded on the moved shard.
-    expect(t.deducted.length).toBe(stock - 300);
+    // Each refund applied once: COMPENSATED, or ALREADY_COMPENSATED for a retry whose first try had applied it.
+    expect(refunded.filter((r) => r !== CompensateOutcome.COMPENSATED && r !== CompensateOutcome.ALREADY_COMPENSATED)).toEqual([]);
+    // Every unit accounted for: sold before and not refunded, sold in the rush, or back on sale (a refund that
+    // landed after the last buyer). Not one sold twice, none stranded on the moved shard.
+    const s0 = await shardState(a.app, id);
+    expect(s0.inTransit).toBe(0);
+    expect(300 - refunds.length + t.deducted.length + s0.available).toBe(stock);
+    expect(s0.net).toBe(300 - refunds.length + t.deducted.length);
     // A shard that moved is not a shard that was lost: no reload, no recovery.
     expect(recoveries()).toBe(recoveriesBefore);
 
-    // Every DEDUCTED answer replays (its record moved with the shard), none takes a second unit.
+    // Every DEDUCTED answer replays (its record moved with the shard), refunded ones as refunded; none takes a
+    // second unit.
     const all = [...warm.deducted, ...t.deducted];
     const replays = await Promise.all(all.map((rid, i) => (i % 2 ? b : a).client.deduct({ couponId: id, requestId: rid, quantity: 1n })));
-    expect(replays.filter((r) => r.outcome === DeductOutcome.DEDUCTED && r.replayed).length).toBe(stock);
+    expect(replays.filter((r) => r.outcome === DeductOutcome.DEDUCTED && r.replayed).length).toBe(all.length);
+    expect(replays.filter((r) => r.compensated).length).toBe(refunds.length);
+    expect((await shardState(a.app, id)).net).toBe(s0.net);
 
     const rec = await waitFor(
       'settlement to catch up',
@@ -223,11 +251,9 @@ describe('a slot moved to another master during a sale', () => {
       (r) => r.outboxEvents === 0n && r.jetstreamPending === 0n && r.inFlightNet === 0n,
       60_000,
     );
-    expect(rec).toMatchObject({ consistent: true, redisAvailable: 0n, settledRemaining: 0n, redisDrift: 0n });
+    const left = BigInt(s0.available);
+    expect(rec).toMatchObject({ consistent: true, redisAvailable: left, settledRemaining: left, redisDrift: 0n });
     const f = await ledgerFigures(a.app, id);
-    expect([f.anomalies, f.remaining, f.deductRows]).toEqual([[], 0, stock]);
-    const s = await shardState(a.app, id);
-    expect(s.available + s.inTransit).toBe(0);
-    expect(s.net).toBe(stock);
+    expect([f.anomalies, f.remaining, f.deductRows, f.compensateRows]).toEqual([[], s0.available, all.length, refunds.length]);
   });
 });
