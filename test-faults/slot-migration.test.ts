@@ -220,7 +220,7 @@ describe('a slot moved to another master during a sale', () => {
     const t = await buying;
     const refunded = await refunding;
     console.log(
-      `[faults] slot migration: ${JSON.stringify({ slot, moved, migrationMs, rushMs, deducted: t.deducted.length, soldOut: t.soldOut, refunds: refunds.length, refundsOnMovedShard: onMoved.length, unavailable: t.unavailable, why: Object.fromEntries(t.why), failures: t.failures.length })}`,
+      `[faults] slot migration: ${JSON.stringify({ slot, moved, migrationMs, rushMs, deducted: t.deducted.length, soldOut: t.soldOut, refunds: refunds.length, refundsOnMovedShard: onMoved.length, fencedMs: [a.app.fence?.stats.lastFencedMs, b.app.fence?.stats.lastFencedMs], unavailable: t.unavailable, why: Object.fromEntries(t.why), failures: t.failures.length })}`,
     );
     expect(moved).toBeGreaterThanOrEqual(2);
     expect((await cluster.masterOfSlot(slot)).port).toBe(target.port);

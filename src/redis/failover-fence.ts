@@ -41,6 +41,8 @@ export class FailoverFence {
   private readonly fencedSlot = new Uint8Array(SLOTS);
   private readonly fences = new Map<string, Fence>();
   private timer: NodeJS.Timeout | undefined;
+  /** A check is out: the next is scheduled when it ends. */
+  private checking = false;
   private stopped = false;
   private readonly pollMs: number;
   readonly stats = { fences: 0, refused: 0, lastFencedMs: 0 };
@@ -111,6 +113,7 @@ export class FailoverFence {
   }
 
   private changed(moved: Map<string, number[]>): void {
+    let fresh = false;
     for (const [node, slots] of moved) {
       let fence = this.fences.get(node);
       const isNew = !fence;
@@ -132,19 +135,33 @@ export class FailoverFence {
         continue;
       }
       if (isNew) {
+        fresh = true;
         this.stats.fences++;
         this.options.onFenced?.({ node, slots: fence.slots.size, previous: [...fence.previous] });
       }
     }
-    this.schedule();
+    if (fresh && this.timer && !this.checking) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    this.schedule(fresh);
   }
 
-  private schedule(): void {
-    if (this.timer || this.stopped || this.fences.size === 0) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.checkAll().finally(() => this.schedule());
-    }, this.pollMs);
+  /** The first check of a new fence goes at once: a slot moved to a master that already has its replicas
+   * (a reshard, a planned failover) reopens within a round trip instead of a poll interval. */
+  private schedule(now = false): void {
+    if (this.timer || this.checking || this.stopped || this.fences.size === 0) return;
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.checking = true;
+        void this.checkAll().finally(() => {
+          this.checking = false;
+          this.schedule();
+        });
+      },
+      now ? 0 : this.pollMs,
+    );
     this.timer.unref();
   }
 
