@@ -10,7 +10,7 @@ import { shardState } from '../test/support/inspect.js';
 import { ledgerFigures, waitFor } from '../test/support/settlement.js';
 import { startTestApp, uniqueId, type TestApp } from '../test/support/harness.js';
 import { runTs } from '../test/support/processes.js';
-import { cli, OwnCluster } from './support/own-cluster.js';
+import { cli, OwnCluster, startInstancePair } from './support/own-cluster.js';
 import { recordedQuantity } from '../test/support/bucket-fields.js';
 import { connectCluster } from '../src/redis/cluster.js';
 
@@ -19,9 +19,7 @@ let a: TestApp;
 let b: TestApp;
 beforeAll(async () => {
   cluster = await OwnCluster.start(7101);
-  const env = { SHARDSTOCK_REDIS_NODES: cluster.seeds, SHARDSTOCK_WORKERS: 'relay,settle,sweep', SHARDSTOCK_SWEEP_INTERVAL_MS: '250' };
-  a = await startTestApp(env);
-  b = await startTestApp({ ...env, SHARDSTOCK_NAMESPACE: a.namespace });
+  [a, b] = await startInstancePair(cluster);
 });
 afterAll(async () => {
   await b?.close();

@@ -10,8 +10,8 @@ import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/invent
 import { allShards, homeShard } from '../src/domain/routing.js';
 import { shardState } from '../test/support/inspect.js';
 import { ledgerFigures, waitFor } from '../test/support/settlement.js';
-import { startTestApp, uniqueId, type TestApp } from '../test/support/harness.js';
-import { cli, OwnCluster } from './support/own-cluster.js';
+import { uniqueId, type TestApp } from '../test/support/harness.js';
+import { cli, OwnCluster, startInstancePair } from './support/own-cluster.js';
 import { Redis } from 'ioredis';
 import { luaScript } from '../src/redis/cluster.js';
 import { Scripts } from '../src/redis/scripts.js';
@@ -21,9 +21,7 @@ let a: TestApp;
 let b: TestApp;
 beforeAll(async () => {
   cluster = await OwnCluster.start(7101);
-  const env = { SHARDSTOCK_REDIS_NODES: cluster.seeds, SHARDSTOCK_WORKERS: 'relay,settle,sweep', SHARDSTOCK_SWEEP_INTERVAL_MS: '250' };
-  a = await startTestApp(env);
-  b = await startTestApp({ ...env, SHARDSTOCK_NAMESPACE: a.namespace });
+  [a, b] = await startInstancePair(cluster);
 });
 afterAll(async () => {
   await b?.close();

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DeductScriptInput, ShardRef } from '../src/domain/ports.js';
 import { type BatchOp, type BatchReply, Scripts } from '../src/redis/scripts.js';
-import { ShardBatcher } from '../src/redis/shard-batcher.js';
+import { ShardBatcher, type ShardBatcherOptions } from '../src/redis/shard-batcher.js';
 import { masterOf, sendOnMaster } from '../src/redis/master-pipeline.js';
 import { fromOutboxEntry } from '../src/settlement/event.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
@@ -42,6 +42,10 @@ class FailingBatches extends Scripts {
   }
 }
 
+/** A batcher over `scripts` with no master known (every batch takes the cluster client's path) and no ack wait. */
+const batcherOver = (scripts: Scripts, more: Partial<ShardBatcherOptions> = {}) =>
+  new ShardBatcher(scripts, { max: 64, waitUs: 0, vouch: false, beforeWrite: () => undefined, afterWrite: async () => {}, ...more });
+
 const D = (requestId: string, userId: string, quantity: number, perUserLimit: number): DeductScriptInput => ({
   requestId,
   userId,
@@ -55,13 +59,7 @@ describe('attack: a batch that ran but lost its reply is re-sent', () => {
     const shard: ShardRef = { couponId: id, index: 0, tag: `${id}#0.0` };
     const scripts = new FailingBatches(a, 1, 'lost-reply');
     await scripts.shardInit(shard, 10, 0);
-    const batcher = new ShardBatcher(scripts, {
-      max: 64,
-      waitUs: 0,
-      vouch: false,
-      beforeWrite: () => undefined,
-      afterWrite: async () => {},
-    });
+    const batcher = batcherOver(scripts);
     const calls = [
       batcher.deduct(shard, D('x', 'u1', 2, 3)),
       batcher.compensate(shard, 'x', 'refund', true),
@@ -88,9 +86,6 @@ describe('attack: a batch that ran but lost its reply is re-sent', () => {
 });
 
 describe('attack: a batch redirected before it ran is re-sent', () => {
-  const batcherOver = (scripts: Scripts) =>
-    new ShardBatcher(scripts, { max: 64, waitUs: 0, vouch: false, beforeWrite: () => undefined, afterWrite: async () => {} });
-
   it('when one MOVED comes back, then the batch runs once on the re-send and every request is answered as a first call', async () => {
     const id = uniqueId('mv');
     const shard: ShardRef = { couponId: id, index: 0, tag: `${id}#0.0` };
@@ -136,13 +131,8 @@ describe('attack: a redirected batch followed to the node named', () => {
       const owner = masterOf(a.app.redis, scripts.keys(shard).shard)!;
       scripts.redirectTo = `${kind} 1234 ${owner}`;
       const sent: { node: string; first: string }[] = [];
-      const batcher = new ShardBatcher(scripts, {
-        max: 64,
-        waitUs: 0,
-        vouch: false,
-        // No master known: the batch takes the cluster client's path, which comes back redirected.
-        beforeWrite: () => undefined,
-        afterWrite: async () => {},
+      // No master known: the batch takes the cluster client's path, which comes back redirected.
+      const batcher = batcherOver(scripts, {
         onMaster: async (node, commands) => {
           sent.push({ node, first: String(commands[0]![0]) });
           const results = await sendOnMaster(a.app.redis, node, commands);

@@ -55,7 +55,7 @@ export class CompensateService {
       home = homeShard(coupon, requestId, '');
     }
     const ref = shardRef(coupon, home);
-    const patience = new PausePatience(couponId);
+    let patience: PausePatience | undefined;
     for (let attempt = 0; attempt < 3; ) {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
@@ -76,6 +76,7 @@ export class CompensateService {
           break;
         case 'paused':
           // Waited out as Deduct does: refusing a refund for a pause of milliseconds sends its caller into a retry.
+          patience ??= new PausePatience(couponId);
           await patience.wait(r.waitMs);
           break;
       }

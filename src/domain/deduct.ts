@@ -177,7 +177,8 @@ export class DeductService {
     let credits: Credit[] = [];
     let creditEpoch = '';
     let moved: { source: number; moveId: string }[] = [];
-    const patience = new PausePatience(couponId);
+    // Made on the first pause only: most calls never meet one.
+    let patience: PausePatience | undefined;
     let waitingSince: number | undefined;
     // Before the first read a sell-out could rest on: units returned after it keep this call from marking one.
     const readsBegan = this.soldOut.stamp();
@@ -199,6 +200,7 @@ export class DeductService {
         continue;
       }
       if (r.kind === 'paused') {
+        patience ??= new PausePatience(couponId);
         await patience.wait(r.waitMs);
         continue;
       }

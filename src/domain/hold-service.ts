@@ -185,7 +185,7 @@ export class HoldService implements Holds {
     signal: AbortSignal | undefined,
     run: () => Promise<R>,
   ): Promise<Exclude<R, { kind: 'missing' | 'paused' }>> {
-    const patience = new PausePatience(coupon.id);
+    let patience: PausePatience | undefined;
     for (let attempt = 0; attempt < 40; attempt++) {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
@@ -195,6 +195,7 @@ export class HoldService implements Holds {
         continue;
       }
       if (r.kind === 'paused') {
+        patience ??= new PausePatience(coupon.id);
         await patience.wait((r as unknown as { waitMs: number }).waitMs);
         continue;
       }

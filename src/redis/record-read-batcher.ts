@@ -18,7 +18,7 @@
 // the cluster client, which routes and loads scripts itself.
 import type { ShardRef } from '../domain/ports.js';
 import { isRedirect, luaScript } from './cluster.js';
-import { isTryAgain, redirectOf } from './redirects.js';
+import { isTryAgain, sendFollowing } from './redirects.js';
 import type { RequestRecord } from './request-record.js';
 import type { Arg, NodeReadAnswer, Reply, Scripts } from './scripts.js';
 import { takeTurn } from './shard-turn.js';
@@ -42,9 +42,6 @@ function queueIn(queues: Map<string, Queue>, shard: ShardRef): Queue {
 const NODE_READ_MAX = 1024;
 const NODE_READ = luaScript('nodeRead');
 const RECORD_READ = luaScript('recordRead');
-/** As shard-batcher.ts: redirects followed, or TRYAGAIN waited out 100 ms apart, before a read gives up. */
-const DIRECT_ATTEMPTS = 16;
-const TRY_AGAIN_MS = 100;
 
 /** Reaching a master's own connection (master-pipeline.ts), for the per-master calls. */
 export interface NodeReadTransport {
@@ -146,15 +143,7 @@ export class RecordReadBatcher {
     this.onBatch?.(q.ids.length);
     this.sent.calls++;
     this.sent.reads += q.ids.length;
-    let recs: (RequestRecord | null)[] | 'missing';
-    try {
-      recs = await this.scripts.recordReads(q.shard, q.ids);
-    } catch (err) {
-      if (this.nodes && (isRedirect(err) || isTryAgain(err))) return this.readDirect(q, err as Error);
-      for (const w of q.waiters) w.reject(err);
-      return;
-    }
-    this.settle(q, recs);
+    await this.readAlone(q);
   }
 
   private readOnMaster(master: string, shard: ShardRef, requestId: string): Promise<ReadAnswer> {
@@ -235,10 +224,6 @@ export class RecordReadBatcher {
       if (a === 'elsewhere') {
         nodes.onRedirect();
         alone.push(this.readAlone(q));
-      } else if (a === 'missing' && i > 0) {
-        // Only the first shard's key was declared: a shard whose keys already moved away (its slot half
-        // migrated) reads as absent here instead of redirecting. Asked again with its own keys declared.
-        alone.push(this.readAlone(q));
       } else this.settle(q, a);
     });
     await Promise.all(alone);
@@ -255,44 +240,20 @@ export class RecordReadBatcher {
     }
   }
 
-  /** record-read-4.lua (EVAL: the node may not have it) on the node a MOVED or ASK names, or, after TRYAGAIN,
-   * on the slot map's master 100 ms later, as the cluster client does for a command sent alone. */
+  /** record-read-4.lua (EVAL: the node may not have it) on the node that serves the shard (sendFollowing). */
   private async readDirect(q: Queue, first: Error): Promise<void> {
     const nodes = this.nodes!;
-    let err = first;
     const key = this.scripts.keys(q.shard).shard;
-    for (let attempt = 0; attempt < DIRECT_ATTEMPTS; attempt++) {
-      const to = redirectOf(err);
-      if (to?.kind === 'moved') nodes.onRedirect();
-      if (isTryAgain(err)) await new Promise((r) => setTimeout(r, TRY_AGAIN_MS));
-      const node = to?.node ?? nodes.masterOf(key);
-      const args = this.scripts.recordReadArgs(q.shard, q.ids);
-      let out: [Error | null, unknown] | undefined;
-      try {
-        out = node === undefined ? undefined : await nodes.send(node, ['eval', RECORD_READ.lua, 4, ...args], to?.kind === 'ask');
-      } catch (e) {
-        out = [e as Error, null];
-      }
-      if (!out) {
-        // No ready connection to it (yet): asked again of the slot map's master once the map is refreshed.
-        nodes.onRedirect();
-        err = new Error(`no ready connection to ${node ?? 'a master'} for shard ${q.shard.index} of coupon ${q.shard.couponId}`);
-        await new Promise((r) => setTimeout(r, TRY_AGAIN_MS));
-        continue;
-      }
-      if (out[0]) {
-        err = out[0];
-        if (isRedirect(err) || isTryAgain(err) || err.message === 'Connection is closed.') continue;
-        break;
-      }
-      try {
-        this.settle(q, this.scripts.parseRecordReads(out[1] as Reply, q.ids.length));
-      } catch (e) {
-        for (const w of q.waiters) w.reject(e);
-      }
-      return;
+    try {
+      const reply = await sendFollowing(first, {
+        owner: () => nodes.masterOf(key),
+        refresh: () => nodes.onRedirect(),
+        send: (node, asking) => nodes.send(node, ['eval', RECORD_READ.lua, 4, ...this.scripts.recordReadArgs(q.shard, q.ids)], asking),
+      });
+      this.settle(q, this.scripts.parseRecordReads(reply as Reply, q.ids.length));
+    } catch (err) {
+      for (const w of q.waiters) w.reject(err);
     }
-    for (const w of q.waiters) w.reject(err);
   }
 
   private settle(q: Queue, a: Exclude<NodeReadAnswer, 'elsewhere'>): void {

@@ -18,13 +18,13 @@
 // One such call per master is in flight: the shards that become ready while it is out wait for it and then
 // leave together. Whatever that path cannot finish for sure (NOSCRIPT, a closed connection) goes again through
 // the cluster client, one shard-batch-7.lua call per shard. A shard whose slot is moving or moved (a redirect,
-// TRYAGAIN, a shard not on the node, or one that looks lost on a node that only declared another shard's key) is
-// sent by hand to whichever node serves it (direct): the cluster client follows redirects only for a command
-// sent alone, and its WAIT would go to the slot map's master, not to the node an ASK sent the write to.
+// TRYAGAIN, a shard not on the node) is sent by hand to whichever node serves it (direct): the cluster client
+// follows redirects only for a command sent alone, and its WAIT would go to the slot map's master, not to the
+// node an ASK sent the write to.
 import type { CompensateScriptResult, DeductScriptInput, DeductScriptResult, ShardRef } from '../domain/ports.js';
 import { DomainError } from '../domain/errors.js';
 import { isRedirect, luaScript } from './cluster.js';
-import { isTryAgain, redirectOf } from './redirects.js';
+import { isTryAgain, sendFollowing } from './redirects.js';
 import { type Arg, type BatchOp, type BatchReply, parseShardBatch, type Reply, type Scripts } from './scripts.js';
 import { CallGap } from './call-gap.js';
 import { takeTurn } from './shard-turn.js';
@@ -95,12 +95,6 @@ const NODE_BATCH = luaScript('nodeBatch');
 const SHARD_BATCH = luaScript('shardBatch');
 /** node-batch-1.lua's code for a shard whose keys its node does not serve (or not all of them: a slot moving). */
 const NOT_HERE = -10;
-/** shard-batch-7.lua's code for a shard whose hash is not there. */
-const MISSING = -4;
-/** How often a direct call follows a redirect or waits out TRYAGAIN (100 ms apart) before its requests get the
- * error: as the cluster client's maxRedirections. A slot's keys move in milliseconds each. */
-const DIRECT_ATTEMPTS = 16;
-const TRY_AGAIN_MS = 100;
 
 export class ShardBatcher {
   /** Requests waiting for their shard's next call, by shard tag. */
@@ -347,13 +341,10 @@ export class ShardBatcher {
       const ops = r.q.items.map((p) => p.op);
       const mine = values.slice(at, at + 3 * ops.length);
       at += 3 * ops.length;
-      const code = Number(mine[0]);
-      // NOT_HERE: this shard's slot is not (or not wholly) on `owner` any more, a failover or a slot moving:
-      // nothing of it ran. MISSING on any shard but the first may be the same: its keys were never declared, so
-      // a key already moved away reads as absent instead of redirecting. Both are asked again of the node that
-      // serves the shard, with its keys declared; a shard really lost answers MISSING there too.
-      if (code === NOT_HERE || (code === MISSING && r !== group[0])) {
-        if (code === NOT_HERE) this.options.onRedirect?.();
+      if (Number(mine[0]) === NOT_HERE) {
+        // This shard's slot is not (or not wholly) on `owner` any more, a failover or a slot moving: nothing of
+        // it ran (node-batch-1.lua touches all its keys before its first write). Sent to the node that serves it.
+        this.options.onRedirect?.();
         this.direct(r);
         continue;
       }
@@ -370,61 +361,46 @@ export class ShardBatcher {
 
   /**
    * shard-batch-7.lua (EVAL: the node may never have run it) with the shard's keys declared, on the connection
-   * of the node that serves the shard, with the replica WAIT in the same write: first the slot map's master,
-   * then wherever a MOVED or ASK (sent with ASKING) points, waiting out TRYAGAIN, as the cluster client does
-   * for a command sent alone. The WAIT goes to the node that ran the write, which the client's afterWrite
-   * cannot know after it followed an ASK. `first`: the redirect or TRYAGAIN that sent the batch here.
+   * of the node that serves the shard (sendFollowing), with the replica WAIT in the same write: the WAIT goes
+   * to the node that ran the write, which the client's afterWrite cannot know after it followed an ASK.
+   * `first`: the redirect or TRYAGAIN that sent the batch here. Requests whose deadline passed are dropped
+   * before each try.
    */
   private async directSend(q: Queue, first?: Error): Promise<void> {
-    let err: Error | undefined = first;
     const shardKey = this.scripts.keys(q.shard).shard;
-    for (let attempt = 0; attempt < DIRECT_ATTEMPTS; attempt++) {
-      const items = this.live(q.items);
-      if (items.length === 0) return;
-      q = { shard: q.shard, items };
-      const to = err ? redirectOf(err) : undefined;
-      if (to?.kind === 'moved') this.options.onRedirect?.();
-      if (err && !to) await new Promise((r) => setTimeout(r, TRY_AGAIN_MS));
-      let node = to?.node;
-      try {
-        const owner = this.options.beforeWrite(shardKey);
-        node ??= owner;
-      } catch (e) {
-        for (const p of items) p.reject(e);
-        return;
-      }
-      const ops = items.map((p) => p.op);
-      const evalCmd: Arg[] = ['eval', SHARD_BATCH.lua, 7, ...this.scripts.shardBatchArgs(q.shard, ops, this.options.vouch)];
-      let out: Awaited<ReturnType<NonNullable<ShardBatcherOptions['onMaster']>>>;
-      try {
-        out = node === undefined ? undefined : await this.options.onMaster!(node, to?.kind === 'ask' ? [['asking'], evalCmd] : [evalCmd]);
-      } catch {
-        // A closed connection: whether the script ran is unknown; asking again is safe (request ids).
-        await new Promise((r) => setTimeout(r, RESEND_AFTER_MS));
-        err = undefined;
-        continue;
-      }
-      if (out === undefined) {
-        // No ready connection to that node (yet): the client is reconnecting or refreshing its map.
-        this.options.onRedirect?.();
-        await new Promise((r) => setTimeout(r, RESEND_AFTER_MS));
-        err = undefined;
-        continue;
-      }
-      const [e, flat] = out.results[out.results.length - 1]!;
-      if (e) {
-        err = e;
-        if (isRedirect(e) || isTryAgain(e)) continue;
-        for (const p of items) p.reject(e);
-        return;
-      }
-      this.sent.calls++;
-      this.sent.shards++;
-      this.sent.requests += items.length;
-      this.answer(items, parseShardBatch(ops, flat as Reply), out.ack);
+    let items = q.items;
+    let reply: { flat: Reply; ack: unknown } | null;
+    try {
+      reply = await sendFollowing<{ flat: Reply; ack: unknown } | null>(first, {
+        owner: () => this.options.beforeWrite(shardKey),
+        refresh: () => this.options.onRedirect?.(),
+        send: async (node, asking) => {
+          items = this.live(items);
+          if (items.length === 0) return [null, null];
+          const ops = items.map((p) => p.op);
+          const call: Arg[] = ['eval', SHARD_BATCH.lua, 7, ...this.scripts.shardBatchArgs(q.shard, ops, this.options.vouch)];
+          const out = await this.options.onMaster!(node, asking ? [['asking'], call] : [call]);
+          if (!out) return undefined;
+          const [e, flat] = out.results[out.results.length - 1]!;
+          return [e, { flat: flat as Reply, ack: out.ack }];
+        },
+      });
+    } catch (err) {
+      for (const p of items) p.reject(err);
       return;
     }
-    for (const p of q.items) p.reject(err ?? new Error(`shard ${q.shard.index} of coupon ${q.shard.couponId} kept moving`));
+    if (!reply) return;
+    this.sent.calls++;
+    this.sent.shards++;
+    this.sent.requests += items.length;
+    this.answer(
+      items,
+      parseShardBatch(
+        items.map((p) => p.op),
+        reply.flat,
+      ),
+      reply.ack,
+    );
   }
 
   private live(items: Pending[]): Pending[] {

@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRedisCluster, portOpen, readPid, startRedisNode, waitFor } from '../../deploy/local/stack.js';
+import { startTestApp, type TestApp } from '../../test/support/harness.js';
 
 const run = promisify(execFile);
 
@@ -191,4 +192,13 @@ function slotOwners(clusterNodes: string): string {
     .map((f) => `${f[1]!.split('@')[0]} ${f.slice(8).join(',')}`)
     .sort()
     .join(';');
+}
+
+/** Two service instances of one namespace on `cluster`, each relaying, settling and sweeping moves: the pair
+ * the data-loss and reshard tests sell through. */
+export async function startInstancePair(cluster: OwnCluster): Promise<[TestApp, TestApp]> {
+  const env = { SHARDSTOCK_REDIS_NODES: cluster.seeds, SHARDSTOCK_WORKERS: 'relay,settle,sweep', SHARDSTOCK_SWEEP_INTERVAL_MS: '250' };
+  const a = await startTestApp(env);
+  const b = await startTestApp({ ...env, SHARDSTOCK_NAMESPACE: a.namespace });
+  return [a, b];
 }
