@@ -11,7 +11,7 @@ import { allShards, homeShard } from '../src/domain/routing.js';
 import { shardState } from '../test/support/inspect.js';
 import { ledgerFigures, waitFor } from '../test/support/settlement.js';
 import { uniqueId, type TestApp } from '../test/support/harness.js';
-import { cli, OwnCluster, startInstancePair } from './support/own-cluster.js';
+import { cli, type NodeInfo, OwnCluster, startInstancePair } from './support/own-cluster.js';
 import { Redis } from 'ioredis';
 import { luaScript } from '../src/redis/cluster.js';
 import { Scripts } from '../src/redis/scripts.js';
@@ -59,6 +59,23 @@ async function migrateSlot(slot: number, toPort: number, keyPauseMs: number, ord
   for (const n of [to, from, ...nodes.filter((x) => x.role === 'master' && x.id !== to.id && x.id !== from.id)])
     await cli(n.port, 'cluster', 'setslot', String(slot), 'node', to.id);
   return moved;
+}
+
+/** Moves whatever of `slot` is still on `from` to `to` and gives `to` the slot (its half-done move completed). */
+async function completeMove(slot: number, from: NodeInfo, to: NodeInfo): Promise<void> {
+  const nodes = await cluster.nodes();
+  for (;;) {
+    const keys = (await cli(from.port, 'cluster', 'getkeysinslot', String(slot), '1000')).split('\n').filter(Boolean);
+    if (keys.length === 0) break;
+    await cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'keys', ...keys);
+  }
+  for (const n of [to, from, ...nodes.filter((x) => x.role === 'master' && x.id !== to.id && x.id !== from.id)])
+    await cli(n.port, 'cluster', 'setslot', String(slot), 'node', to.id);
+}
+
+/** Calls of WAIT `port` has answered since it started. */
+async function waitsOn(port: number): Promise<number> {
+  return Number(/cmdstat_wait:calls=(\d+)/.exec(await cli(port, 'info', 'commandstats'))?.[1] ?? 0);
 }
 
 interface Tally {
@@ -152,13 +169,7 @@ describe('a slot moved to another master during a sale', () => {
     } finally {
       node.disconnect();
       // The rest of the slot follows, and the move completes, as an operator's reshard would.
-      for (;;) {
-        const keys = (await cli(from.port, 'cluster', 'getkeysinslot', String(slot), '1000')).split('\n').filter(Boolean);
-        if (keys.length === 0) break;
-        await cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'keys', ...keys);
-      }
-      for (const n of [to, from, ...nodes.filter((x) => x.role === 'master' && x.id !== to.id && x.id !== from.id)])
-        await cli(n.port, 'cluster', 'setslot', String(slot), 'node', to.id);
+      await completeMove(slot, from, to);
     }
     // Through the service, once the move is done, the shard sells again from where it was.
     await waitFor(
@@ -170,6 +181,46 @@ describe('a slot moved to another master during a sale', () => {
       'deducted',
     );
     expect(await a.app.redis.hget(hash!, 'avail')).toBe('8');
+  });
+
+  it('when the cluster client follows an ASK for a write (the shard has left for the importing node, the slot still migrating), then the replica WAIT goes to the node that ran it', async () => {
+    const id = uniqueId('ask');
+    const shard = { couponId: id, index: 0, tag: `${id}#0.0` };
+    const store = a.app.store;
+    expect(await store.initShard(shard, 10, 0)).toBe(true);
+    // A first credit creates the shard's credit log: on the importing node a call runs only if all its keys are there.
+    expect(await store.credit(shard, uniqueId('credit'), 1)).toBe('applied');
+    const key = store.keys(shard).shard;
+    const slot = slotOf(key);
+    const nodes = await cluster.nodes();
+    const from = nodes.find((n) => n.role === 'master' && n.slots.some(([x, y]) => slot >= x && slot <= y))!;
+    const to = nodes.find((n) => n.role === 'master' && n.id !== from.id)!;
+    expect(await cli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id)).toBe('OK');
+    expect(await cli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id)).toBe('OK');
+    try {
+      // Every key of the slot leaves; the slot stays migrating, so the old owner answers ASK for each of them
+      // and the client's slot map still names it.
+      const keys = (await cli(from.port, 'cluster', 'getkeysinslot', String(slot), '1000')).split('\n').filter(Boolean);
+      expect(keys).toContain(key);
+      expect(await cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'keys', ...keys)).toBe('OK');
+      const [fromWaits, toWaits] = [await waitsOn(from.port), await waitsOn(to.port)];
+      // A credit goes alone through the cluster client, which follows the ASK itself; its answer waits for
+      // the replicas of the node that ran it.
+      expect(await store.credit(shard, uniqueId('credit'), 3)).toBe('applied');
+      // Read where it ran (the importing node serves a migrating slot's keys only after ASKING).
+      const node = new Redis({ host: '127.0.0.1', port: to.port, lazyConnect: true });
+      try {
+        const out = await node.pipeline().asking().hget(key, 'avail').exec();
+        expect(out?.[1]).toEqual([null, '14']);
+      } finally {
+        node.disconnect();
+      }
+      expect(await waitsOn(to.port)).toBeGreaterThan(toWaits);
+      // The slot map's master was waited on as well (which node ran the write is not known to the WAIT).
+      expect(await waitsOn(from.port)).toBeGreaterThan(fromWaits);
+    } finally {
+      await completeMove(slot, from, to);
+    }
   });
 
   it('when one shard of a selling coupon is resharded key by key mid-rush while earlier buyers are refunded, then every unit is accounted for, nothing is recovered, and every DEDUCTED replays', async () => {

@@ -1,5 +1,8 @@
-// Redirect and TRYAGAIN replies as the batchers read them before sending a shard's call to the node that serves it.
+// Redirect and TRYAGAIN replies as the batchers read them before sending a shard's call to the node that serves
+// it, and the ASKs the cluster client follows itself as the replica WAIT reads them.
 import { describe, expect, it } from 'vitest';
+import { Cluster } from 'ioredis';
+import { AskWatch } from '../src/redis/ask-watch.js';
 import { isTryAgain, redirectOf } from '../src/redis/redirects.js';
 
 describe('redirect replies', () => {
@@ -20,5 +23,33 @@ describe('redirect replies', () => {
     expect(isTryAgain(new Error('MOVED 1 127.0.0.1:7001'))).toBe(false);
     expect(isTryAgain(new Error('ERR something'))).toBe(false);
     expect(isTryAgain(undefined)).toBe(false);
+  });
+});
+
+describe('ASKs the cluster client follows by itself', () => {
+  it('when the client is redirected by ASK, then the slot and node are noted for a minute and the client still follows it', () => {
+    const cluster = new Cluster([{ host: '127.0.0.1', port: 7001 }], { lazyConnect: true });
+    const watch = AskWatch.of(cluster);
+    expect(AskWatch.of(cluster)).toBe(watch);
+    const followed: string[] = [];
+    const handlers = {
+      ask: (slot: string, node: string) => followed.push(`ask ${slot} ${node}`),
+      moved: (slot: string, node: string) => followed.push(`moved ${slot} ${node}`),
+      tryagain: () => followed.push('tryagain'),
+      defaults: () => followed.push('defaults'),
+      maxRedirections: () => followed.push('max'),
+    };
+    cluster.handleError(new Error('ASK 12 127.0.0.1:7002'), {}, handlers);
+    cluster.handleError(new Error('MOVED 13 127.0.0.1:7003'), {}, handlers);
+    cluster.handleError(new Error('ERR other'), {}, handlers);
+    // What a cluster pipeline (auto-pipelining) passes on: not an Error, its name and message.
+    cluster.handleError({ name: 'ReplyError', message: 'ASK 14 127.0.0.1:7004' } as Error, {}, handlers);
+    expect(followed).toEqual(['ask 12 127.0.0.1:7002', 'moved 13 127.0.0.1:7003', 'defaults', 'ask 14 127.0.0.1:7004']);
+    expect(watch.nodesAsked(14)).toEqual(['127.0.0.1:7004']);
+    expect(watch.nodesAsked(12)).toEqual(['127.0.0.1:7002']);
+    expect(watch.nodesAsked(13)).toEqual([]);
+    expect(watch.nodesAsked(12, Date.now() + 61_000)).toEqual([]);
+    expect(watch.nodesAsked(12)).toEqual([]);
+    cluster.disconnect();
   });
 });

@@ -10,8 +10,10 @@ export interface Redirect {
 
 /** The redirect an error carries, or undefined when it is not one. */
 export function redirectOf(err: unknown): Redirect | undefined {
-  if (!(err instanceof Error)) return undefined;
-  const m = /^(MOVED|ASK) (\d+) (\S+)/.exec(err.message);
+  // An Error, or the plain { name, message } ioredis's cluster pipelines pass on for a redirect.
+  const message = (err as { message?: unknown } | null | undefined)?.message;
+  if (typeof message !== 'string') return undefined;
+  const m = /^(MOVED|ASK) (\d+) (\S+)/.exec(message);
   if (!m) return undefined;
   return { kind: m[1] === 'ASK' ? 'ask' : 'moved', slot: Number(m[2]), node: m[3]! };
 }
