@@ -5,7 +5,7 @@ import { fromBinary, toBinary, type DescMessage, type DescService } from '@bufbu
 
 function serializer(schema: DescMessage) {
   return {
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- grpc-js's Serialize<any>
+    // biome-ignore lint/suspicious/noExplicitAny: grpc-js's Serialize<any>
     serialize: (msg: any) => Buffer.from(toBinary(schema, msg)),
     deserialize: (buf: Buffer) => fromBinary(schema, buf),
   };

@@ -3,7 +3,7 @@
 import { GrpcCode } from '../../protocol/status-codes.js';
 import type { RunFn } from '../command.js';
 import { fromGrpcError, grpcCodeOf } from '../errors.js';
-import { println, type Io, type Out } from '../io.js';
+import { println, type Out } from '../io.js';
 import { levelLine, printLevel } from '../level-view.js';
 import { flag, int, noMorePositionals, parse, positional } from '../options.js';
 import { plainLevel, type PlainLevel } from '../plain.js';
@@ -46,7 +46,14 @@ async function* streamLevels(
     last = level;
     await new Promise<void>((resolve) => {
       const t = setTimeout(resolve, every);
-      signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+      signal.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(t);
+          resolve();
+        },
+        { once: true },
+      );
     });
   }
 }
