@@ -5,7 +5,10 @@
 // after: Redis µs per deduction, masters and replicas apart, and calls and µs per command type. Nested calls
 // a script makes are counted both under the script (evalsha) and under their own name.
 //
-// `npx tsx bench/redis-cost.ts [deducts] [inFlight] [basePort]`; SHARDSTOCK_* settings pass through
+// With `coupons` above 1, that many coupons of 4 shards each, requests going to each in turn (many-coupons'
+// layout: about one request per shard and call), instead of one coupon of 16 shards.
+//
+// `npx tsx bench/redis-cost.ts [deducts] [inFlight] [basePort] [coupons]`; SHARDSTOCK_* settings pass through
 // (SHARDSTOCK_SHARD_BATCH_MAX, SHARDSTOCK_SHARD_BATCH_WAIT_US, SHARDSTOCK_ACK_LEVEL). The cluster lives in
 // .data/redis-cost/<port> and is stopped and deleted at the end.
 import { rmSync } from 'node:fs';
@@ -18,6 +21,7 @@ import { createLogger } from '../src/util/logger.js';
 const N = Number(process.argv[2] ?? 100_000);
 const IN_FLIGHT = Number(process.argv[3] ?? 256);
 const BASE = Number(process.argv[4] ?? 7231);
+const COUPONS = Number(process.argv[5] ?? 1);
 const ports = Array.from({ length: 6 }, (_, i) => BASE + i);
 const layout: RedisLayout = { ports, dirOf: (p) => join(process.cwd(), '.data', 'redis-cost', String(p)) };
 
@@ -56,8 +60,19 @@ const app = await startApp(
   }),
   createLogger('silent'),
 );
-const couponId = `rc-${Date.now()}`;
-await app.admin.create({ couponId, totalStock: BigInt(N * 2), shardCount: 16, perUserLimit: 0 });
+const stamp = Date.now();
+const couponIds = Array.from({ length: COUPONS }, (_, i) => `rc-${stamp}-${i}`);
+for (let i = 0; i < COUPONS; i += 64)
+  await Promise.all(
+    couponIds.slice(i, i + 64).map((couponId) =>
+      app.admin.create({
+        couponId,
+        totalStock: BigInt(Math.ceil((N * 2) / COUPONS) + 100),
+        shardCount: COUPONS > 1 ? 4 : 16,
+        perUserLimit: 0,
+      }),
+    ),
+  );
 let seq = 0;
 async function run(count: number): Promise<number> {
   const t0 = performance.now();
@@ -66,6 +81,7 @@ async function run(count: number): Promise<number> {
     Array.from({ length: IN_FLIGHT }, async () => {
       while (left-- > 0) {
         const i = seq++;
+        const couponId = couponIds[i % COUPONS]!;
         const r = await app.deduct.deduct({ couponId, requestId: `rc-r${i}`, userId: `rc-u${i}`, quantity: 1n });
         if (r.outcome !== 'deducted') throw new Error(`deduct ${i}: ${r.outcome}`);
       }
@@ -97,7 +113,7 @@ ports.forEach((_, i) => {
   }
 });
 const total = [...byRole.values()].reduce((x, y) => x + y, 0);
-console.log(`${N} deducts at ${IN_FLIGHT} in flight: ${Math.round((N / ms) * 1000)}/s`);
+console.log(`${N} deducts at ${IN_FLIGHT} in flight over ${COUPONS} coupon(s): ${Math.round((N / ms) * 1000)}/s`);
 console.log(`redis CPU per deduction: ${us(total)} µs (${[...byRole].map(([r, s]) => `${r} ${us(s)}`).join(', ')})`);
 console.log('command                     calls/deduct  µs/deduct  µs/call');
 for (const [k, r] of [...rows].sort((x, y) => y[1].usec - x[1].usec)) {

@@ -132,56 +132,77 @@ async function refund(t: TestApp, couponId: string, requestId: string): Promise<
 }
 
 describe('a slot moved to another master during a sale', () => {
-  it("when a shard's outbox has left for the new master and its hash and records have not, then a per-master call writes nothing of that shard and answers it -10", async () => {
-    const scripts = new Scripts(a.app.redis, a.namespace, a.app.config.idempotencyWindowS);
-    const id = uniqueId('half');
-    const shard = { couponId: id, index: 0, tag: `${id}#0.0` };
-    await scripts.shardInit(shard, 10, 0);
-    expect((await scripts.deduct(shard, { requestId: 'before', userId: '', quantity: 1, perUserLimit: 0 }, [], '', 1)).kind).toBe(
-      'deducted',
-    );
-    const ops = [{ op: 'D' as const, input: { requestId: 'during', userId: '', quantity: 1, perUserLimit: 0 } }];
-    const args = scripts.shardBatchArgs(shard, ops, false);
-    // Every one of the shard's seven keys exists (three record buckets, user counts, outbox, ack): nothing the
-    // requests read is missing, so only the writes could meet the key that left.
-    const [hash, r0, r1, r2, users, outbox, ack] = args.slice(0, 7) as string[];
-    for (const k of [r0!, r1!, r2!]) await a.app.redis.hset(k, 'zz', '1');
-    await a.app.redis.hset(users!, 'nobody', '0');
-    await a.app.redis.set(ack!, '1');
-    const slot = slotOf(hash!);
-    const nodes = await cluster.nodes();
-    const from = nodes.find((n) => n.role === 'master' && n.slots.some(([x, y]) => slot >= x && slot <= y))!;
-    const to = nodes.find((n) => n.role === 'master' && n.id !== from.id)!;
-    expect(await cli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id)).toBe('OK');
-    expect(await cli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id)).toBe('OK');
-    expect(await cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'keys', outbox!)).toBe('OK');
-    const node = new Redis({ host: '127.0.0.1', port: from.port, lazyConnect: true });
-    try {
-      const before = await node.hgetall(hash!);
-      const nodeBatch = luaScript('nodeBatch');
-      const reply = (await node.call('eval', nodeBatch.lua, 1, hash!, ...args.slice(0, 13), ops.length, ...args.slice(13))) as unknown[];
-      expect(Number(reply[0])).toBe(-10);
-      // Nothing of the shard was written: not its level, not a record for the request.
-      expect(await node.hgetall(hash!)).toEqual(before);
-      // Only the record of the deduction made before the move: none for the request that met the half-moved slot.
-      const records = await Promise.all([r0!, r1!, r2!].map((k) => node.hkeys(k)));
-      expect(records.flat().filter((f) => f !== 'zz')).toHaveLength(1);
-    } finally {
-      node.disconnect();
-      // The rest of the slot follows, and the move completes, as an operator's reshard would.
-      await completeMove(slot, from, to);
-    }
-    // Through the service, once the move is done, the shard sells again from where it was.
-    await waitFor(
-      'the client to route the slot to its new master',
-      async () => (await a.app.redis.hget(hash!, 'avail')) ?? '',
-      (v) => v === '9',
-    );
-    expect((await scripts.deduct(shard, { requestId: 'after', userId: '', quantity: 1, perUserLimit: 0 }, [], '', 1)).kind).toBe(
-      'deducted',
-    );
-    expect(await a.app.redis.hget(hash!, 'avail')).toBe('8');
-  });
+  // One key of the shard leaves, the others stay: whichever it is, the per-master call writes nothing of the
+  // shard. The call carries a new deduction (writes the level, a record, the outbox) and a replay vouched for
+  // at the `replica` level (writes the ack key), so every one of the seven keys is read or written.
+  for (const [name, at] of [
+    ['outbox', 5],
+    ['ack key', 6],
+    ['hash', 0],
+    ['oldest record hash', 1],
+    ['newest record hash', 3],
+    ['user counts', 4],
+  ] as const) {
+    it(`when a shard's ${name} has left for the new master and its other keys have not, then a per-master call writes nothing of that shard and answers it -10`, async () => {
+      const scripts = new Scripts(a.app.redis, a.namespace, a.app.config.idempotencyWindowS);
+      const id = uniqueId('half');
+      const shard = { couponId: id, index: 0, tag: `${id}#0.0` };
+      await scripts.shardInit(shard, 10, 0);
+      expect((await scripts.deduct(shard, { requestId: 'before', userId: 'u1', quantity: 1, perUserLimit: 5 }, [], '', 1)).kind).toBe(
+        'deducted',
+      );
+      const ops = [
+        { op: 'D' as const, input: { requestId: 'during', userId: 'u1', quantity: 1, perUserLimit: 5 } },
+        { op: 'D' as const, input: { requestId: 'before', userId: 'u1', quantity: 1, perUserLimit: 5 } },
+      ];
+      const args = scripts.shardBatchArgs(shard, ops, true);
+      // Every one of the shard's seven keys exists (three record buckets, user counts, outbox, ack): nothing the
+      // requests read is missing, so only the one key that left can fail them.
+      const keys = args.slice(0, 7) as string[];
+      const [hash, r0, r1, r2, users, , ack] = keys;
+      for (const k of [r0!, r1!, r2!]) await a.app.redis.hset(k, 'zz', '1');
+      await a.app.redis.hset(users!, 'nobody', '0');
+      await a.app.redis.set(ack!, '1');
+      expect(await a.app.redis.exists(...keys)).toBe(7);
+      const slot = slotOf(hash!);
+      const nodes = await cluster.nodes();
+      const from = nodes.find((n) => n.role === 'master' && n.slots.some(([x, y]) => slot >= x && slot <= y))!;
+      const to = nodes.find((n) => n.role === 'master' && n.id !== from.id)!;
+      expect(await cli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id)).toBe('OK');
+      expect(await cli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id)).toBe('OK');
+      expect(await cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'keys', keys[at]!)).toBe('OK');
+      const node = new Redis({ host: '127.0.0.1', port: from.port, lazyConnect: true });
+      try {
+        const stayed = keys.filter((_, i) => i !== at);
+        const dump = async () => Promise.all(stayed.map(async (k) => [k, await node.dump(k)]));
+        const before = await dump();
+        // The call is routed by a key of another slot on the same node, as when this shard is not the first of
+        // its master's call: the node runs it, and the shard's own keys are reached undeclared.
+        const onFrom = (k: string) => from.slots.some(([x, y]) => slotOf(k) >= x && slotOf(k) <= y) && slotOf(k) !== slot;
+        let route = `${id}-route`;
+        for (let i = 0; !onFrom(route); i++) route = `${id}-route-${i}`;
+        const nodeBatch = luaScript('nodeBatch');
+        const reply = (await node.call('eval', nodeBatch.lua, 1, route, ...args.slice(0, 13), ops.length, ...args.slice(13))) as unknown[];
+        expect([Number(reply[0]), Number(reply[3])]).toEqual([-10, -10]);
+        // Nothing of the shard was written: not its level, a record, a user's count, the outbox or the ack key.
+        expect(await dump()).toEqual(before);
+      } finally {
+        node.disconnect();
+        // The rest of the slot follows, and the move completes, as an operator's reshard would.
+        await completeMove(slot, from, to);
+      }
+      // Through the client, once the move is done, the shard sells again from where it was.
+      await waitFor(
+        'the client to route the slot to its new master',
+        async () => (await a.app.redis.hget(hash!, 'avail')) ?? '',
+        (v) => v === '9',
+      );
+      expect((await scripts.deduct(shard, { requestId: 'after', userId: 'u1', quantity: 1, perUserLimit: 5 }, [], '', 1)).kind).toBe(
+        'deducted',
+      );
+      expect(await a.app.redis.hget(hash!, 'avail')).toBe('8');
+    });
+  }
 
   it('when the cluster client follows an ASK for a write (the shard has left for the importing node, the slot still migrating), then the replica WAIT goes to the node that ran it', async () => {
     const id = uniqueId('ask');
