@@ -1,7 +1,7 @@
 // Redis loses data (#11): every master flushed mid-sale (what a restart without persistence does), and one
 // master with its replica lost. Recovery must rebuild the coupon from MySQL and the events in flight, keep
 // earlier requests idempotent and per-user limits whole, and never hand out a unit MySQL does not have.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import slotOf from 'cluster-key-slot';
 import { status } from '@grpc/grpc-js';
 import { CompensateOutcome, ConfirmOutcome, DeductOutcome, ReleaseOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
@@ -10,21 +10,15 @@ import { shardState } from '../test/support/inspect.js';
 import { ledgerFigures, waitFor } from '../test/support/settlement.js';
 import { startTestApp, uniqueId, type TestApp } from '../test/support/harness.js';
 import { runTs } from '../test/support/processes.js';
-import { cli, OwnCluster, startInstancePair } from './support/own-cluster.js';
+import { cli, type OwnCluster, useInstancePair } from './support/own-cluster.js';
 import { recordedQuantity } from '../test/support/bucket-fields.js';
 import { connectCluster } from '../src/redis/cluster.js';
 
 let cluster: OwnCluster;
 let a: TestApp;
 let b: TestApp;
-beforeAll(async () => {
-  cluster = await OwnCluster.start(7101);
-  [a, b] = await startInstancePair(cluster);
-});
-afterAll(async () => {
-  await b?.close();
-  await a?.close();
-  cluster?.stop();
+useInstancePair(7101, (c, x, y) => {
+  [cluster, a, b] = [c, x, y];
 });
 
 async function flushAllMasters(): Promise<void> {

@@ -3,7 +3,7 @@
 // keys already gone and TRYAGAIN for calls that need keys on both sides; afterwards the old owner answers
 // MOVED. None of that is data loss: no shard may be "recovered", no unit sold twice or lost, and a
 // well-behaved client (UNAVAILABLE retried with the same request_id) gets every answer.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import slotOf from 'cluster-key-slot';
 import { status } from '@grpc/grpc-js';
 import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
@@ -11,7 +11,7 @@ import { allShards, homeShard } from '../src/domain/routing.js';
 import { shardState } from '../test/support/inspect.js';
 import { ledgerFigures, waitFor } from '../test/support/settlement.js';
 import { uniqueId, type TestApp } from '../test/support/harness.js';
-import { cli, type NodeInfo, OwnCluster, startInstancePair } from './support/own-cluster.js';
+import { cli, type NodeInfo, type OwnCluster, useInstancePair } from './support/own-cluster.js';
 import { Redis } from 'ioredis';
 import { luaScript } from '../src/redis/cluster.js';
 import { Scripts } from '../src/redis/scripts.js';
@@ -19,14 +19,8 @@ import { Scripts } from '../src/redis/scripts.js';
 let cluster: OwnCluster;
 let a: TestApp;
 let b: TestApp;
-beforeAll(async () => {
-  cluster = await OwnCluster.start(7101);
-  [a, b] = await startInstancePair(cluster);
-});
-afterAll(async () => {
-  await b?.close();
-  await a?.close();
-  cluster?.stop();
+useInstancePair(7101, (c, x, y) => {
+  [cluster, a, b] = [c, x, y];
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -37,11 +31,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * records still say the shard is here, so a call that finds the shard can still fail writing its events).
  * Returns how many keys moved. */
 async function migrateSlot(slot: number, toPort: number, keyPauseMs: number, order: string[], last: string): Promise<number> {
-  const nodes = await cluster.nodes();
-  const from = nodes.find((n) => n.role === 'master' && n.slots.some(([x, y]) => slot >= x && slot <= y))!;
-  const to = nodes.find((n) => n.port === toPort)!;
-  expect(await cli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id)).toBe('OK');
-  expect(await cli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id)).toBe('OK');
+  const { from, to } = await beginMove(slot, toPort);
   let moved = 0;
   for (;;) {
     const keys = (await cli(from.port, 'cluster', 'getkeysinslot', String(slot), '1000')).split('\n').filter(Boolean);
@@ -55,10 +45,19 @@ async function migrateSlot(slot: number, toPort: number, keyPauseMs: number, ord
       await sleep(keyPauseMs);
     }
   }
-  // The target first, as redis-cli does, so that no node ever names a master that does not yet know it owns the slot.
-  for (const n of [to, from, ...nodes.filter((x) => x.role === 'master' && x.id !== to.id && x.id !== from.id)])
-    await cli(n.port, 'cluster', 'setslot', String(slot), 'node', to.id);
+  await completeMove(slot, from, to);
   return moved;
+}
+
+/** Marks `slot` as moving from the master that serves it to master `toPort` (any other master when absent),
+ * as redis-cli --cluster reshard does first: the target importing, then the source migrating. */
+async function beginMove(slot: number, toPort?: number): Promise<{ from: NodeInfo; to: NodeInfo }> {
+  const nodes = await cluster.nodes();
+  const from = nodes.find((n) => n.role === 'master' && n.slots.some(([x, y]) => slot >= x && slot <= y))!;
+  const to = nodes.find((n) => n.role === 'master' && n.id !== from.id && (toPort === undefined || n.port === toPort))!;
+  expect(await cli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id)).toBe('OK');
+  expect(await cli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id)).toBe('OK');
+  return { from, to };
 }
 
 /** Moves whatever of `slot` is still on `from` to `to` and gives `to` the slot (its half-done move completed). */
@@ -69,6 +68,7 @@ async function completeMove(slot: number, from: NodeInfo, to: NodeInfo): Promise
     if (keys.length === 0) break;
     await cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'keys', ...keys);
   }
+  // The target first, as redis-cli does, so that no node ever names a master that does not yet know it owns the slot.
   for (const n of [to, from, ...nodes.filter((x) => x.role === 'master' && x.id !== to.id && x.id !== from.id)])
     await cli(n.port, 'cluster', 'setslot', String(slot), 'node', to.id);
 }
@@ -165,11 +165,7 @@ describe('a slot moved to another master during a sale', () => {
       await a.app.redis.set(ack!, '1');
       expect(await a.app.redis.exists(...keys)).toBe(7);
       const slot = slotOf(hash!);
-      const nodes = await cluster.nodes();
-      const from = nodes.find((n) => n.role === 'master' && n.slots.some(([x, y]) => slot >= x && slot <= y))!;
-      const to = nodes.find((n) => n.role === 'master' && n.id !== from.id)!;
-      expect(await cli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id)).toBe('OK');
-      expect(await cli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id)).toBe('OK');
+      const { from, to } = await beginMove(slot);
       expect(await cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'keys', keys[at]!)).toBe('OK');
       const node = new Redis({ host: '127.0.0.1', port: from.port, lazyConnect: true });
       try {
@@ -213,11 +209,7 @@ describe('a slot moved to another master during a sale', () => {
     expect(await store.credit(shard, uniqueId('credit'), 1)).toBe('applied');
     const key = store.keys(shard).shard;
     const slot = slotOf(key);
-    const nodes = await cluster.nodes();
-    const from = nodes.find((n) => n.role === 'master' && n.slots.some(([x, y]) => slot >= x && slot <= y))!;
-    const to = nodes.find((n) => n.role === 'master' && n.id !== from.id)!;
-    expect(await cli(to.port, 'cluster', 'setslot', String(slot), 'importing', from.id)).toBe('OK');
-    expect(await cli(from.port, 'cluster', 'setslot', String(slot), 'migrating', to.id)).toBe('OK');
+    const { from, to } = await beginMove(slot);
     try {
       // Every key of the slot leaves; the slot stays migrating, so the old owner answers ASK for each of them
       // and the client's slot map still names it.

@@ -10,6 +10,8 @@ import { redirectOf } from './redirects.js';
 /** How long an ASK keeps its node named for the slot: a reshard moves a slot's keys in seconds, and a WAIT
  * sent to a node that ran none of the write returns at once, so a generous window costs nothing. */
 const REMEMBER_MS = 60_000;
+/** The answer for a slot no ASK named (almost every call): one array, not a new one per write. */
+const NONE: readonly string[] = [];
 
 export class AskWatch {
   private static readonly watches = new WeakMap<Cluster, AskWatch>();
@@ -36,9 +38,9 @@ export class AskWatch {
   }
 
   /** Nodes the client was sent to by an ASK for `slot` in the last minute (usually none). */
-  nodesAsked(slot: number, now = Date.now()): string[] {
+  nodesAsked(slot: number, now = Date.now()): readonly string[] {
     const nodes = this.asked.get(slot);
-    if (!nodes) return [];
+    if (!nodes) return NONE;
     const out: string[] = [];
     for (const [node, at] of nodes) {
       if (now - at <= REMEMBER_MS) out.push(node);

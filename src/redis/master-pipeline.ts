@@ -10,7 +10,12 @@ export type Command = readonly (string | number | Buffer)[];
 
 /** The master (host:port) the client routes `key` to now; undefined while no master is known for its slot. */
 export function masterOf(cluster: Cluster, key: string): string | undefined {
-  return cluster.slots[slotOf(key)]?.[0];
+  return masterOfSlot(cluster, slotOf(key));
+}
+
+/** masterOf for a slot already computed. */
+export function masterOfSlot(cluster: Cluster, slot: number): string | undefined {
+  return cluster.slots[slot]?.[0];
 }
 
 /** The master's connection in the client's pool, by host:port; undefined when it has none. */

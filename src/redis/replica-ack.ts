@@ -6,7 +6,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { AskWatch } from './ask-watch.js';
 import { slotOf } from './key-slot.js';
-import { type Command, masterConnection, masterOf, sendOnMaster } from './master-pipeline.js';
+import { type Command, masterConnection, masterOf, masterOfSlot, sendOnMaster } from './master-pipeline.js';
 
 export class ReplicationTimeout extends Error {
   override name = 'ReplicationTimeout';
@@ -38,7 +38,8 @@ export class ReplicaAck {
    * the slot's master when the write was sent; if it changed since (failover, MOVED), a WAIT on the new
    * master would say nothing about the write, so it is reported unacknowledged (the caller retries). */
   afterWrite(key: string, ownerBefore?: string): Promise<void> {
-    const nodeKey = masterOf(this.cluster, key);
+    const slot = slotOf(key);
+    const nodeKey = masterOfSlot(this.cluster, slot);
     if (!nodeKey) return Promise.reject(new ReplicationTimeout('no master known for the slot'));
     if (ownerBefore !== undefined && ownerBefore !== nodeKey) {
       return Promise.reject(new ReplicationTimeout(`the slot moved from ${ownerBefore} to ${nodeKey} during the write`));
@@ -46,7 +47,7 @@ export class ReplicaAck {
     // The slot is being migrated and the client followed an ASK for it: the write may have run on the
     // importing node (ask-watch.ts), so that node's replicas must have it too. Which of the two ran it is not
     // known here; a WAIT on a node that ran none of it returns at once.
-    const asked = this.asks.nodesAsked(slotOf(key));
+    const asked = this.asks.nodesAsked(slot);
     if (asked.length > 0) {
       const nodes = [nodeKey, ...asked.filter((n) => n !== nodeKey)];
       return Promise.all(nodes.map((n) => this.waitOn(n))).then(() => {});

@@ -2,6 +2,7 @@
 // SIGSTOP and restart nodes without touching the shared stack on 7001-7006. Nodes are daemonized
 // redis-servers; every signal goes to the pid in that node's own pidfile.
 import { execFile } from 'node:child_process';
+import { afterAll, beforeAll } from 'vitest';
 import { rmSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { join, resolve } from 'node:path';
@@ -201,4 +202,22 @@ export async function startInstancePair(cluster: OwnCluster): Promise<[TestApp, 
   const a = await startTestApp(env);
   const b = await startTestApp({ ...env, SHARDSTOCK_NAMESPACE: a.namespace });
   return [a, b];
+}
+
+/** For a test file: a private cluster on `port` and two instances on it (startInstancePair), started before its
+ * first test and stopped after its last; `got` receives them once started. */
+export function useInstancePair(port: number, got: (cluster: OwnCluster, a: TestApp, b: TestApp) => void): void {
+  let cluster: OwnCluster | undefined;
+  let a: TestApp | undefined;
+  let b: TestApp | undefined;
+  beforeAll(async () => {
+    cluster = await OwnCluster.start(port);
+    [a, b] = await startInstancePair(cluster);
+    got(cluster, a, b);
+  });
+  afterAll(async () => {
+    await b?.close();
+    await a?.close();
+    cluster?.stop();
+  });
 }
