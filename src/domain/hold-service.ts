@@ -42,7 +42,12 @@ export class HoldService implements Holds {
     private readonly ttl: HoldTtl,
     private readonly maxQuantity: number,
     private readonly changes?: StockChanges,
-  ) {}
+  ) {
+    this.indexingStore = this.indexing();
+  }
+
+  /** indexing(), built once rather than per Reserve. */
+  private readonly indexingStore: HoldStore;
 
   async reserve(input: ReserveInput, signal?: AbortSignal): Promise<ReserveResult> {
     const ttlMs = this.ttlOf(input.ttlMs);
@@ -52,7 +57,7 @@ export class HoldService implements Holds {
     const quantity = input.quantity === 0n ? 1 : v.units('quantity', input.quantity, 1n, BigInt(this.maxQuantity));
     const r = await this.deduct.deduct({ couponId, requestId, userId: input.userId, quantity: input.quantity }, signal, {
       ttlMs,
-      store: this.indexing(),
+      store: this.indexingStore,
     });
     if (r.outcome !== 'deducted') return { outcome: r.outcome, replayed: false, remaining: r.remaining, shard: r.shard };
     const coupon = await this.catalog.get(couponId);
