@@ -3,6 +3,7 @@
 // calling instance has, within half a window of Redis's; a call that would name the wrong hashes is refused.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { firstBucket } from '../src/redis/keys.js';
+import { RedisHoldStore } from '../src/redis/hold-store.js';
 import { RecordReadBatcher } from '../src/redis/record-read-batcher.js';
 import { Scripts } from '../src/redis/scripts.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
@@ -155,6 +156,32 @@ describe('bucketed request records', () => {
     expect(await s.recordReads(shard, ['was', 'never'])).toBe('missing');
     const batcher = new RecordReadBatcher(s, 64);
     expect(await Promise.all(['was', 'never'].map((id) => batcher.read(shard, id)))).toEqual(['missing', 'missing']);
+  });
+
+  it('when holds were reserved on both sides of a bucket boundary, then a hold read finds each in its own bucket hash, tells a deduction apart and finds no other id', async () => {
+    const { shard, at } = await shardWith(10);
+    const s = at(0);
+    const holds = new RedisHoldStore(a.app.redis, { namespace: a.namespace, idempotencyWindowS: WINDOW_S });
+    const reserve = (id: string, user: string, q: number) => holds.reserve(shard, { ...input(id, user, q), ttlMs: 2000 }, []);
+    expect((await reserve('before', 'u1', 2)).kind).toBe('deducted');
+    await crossBoundary();
+    expect((await reserve('after', 'u2', 3)).kind).toBe('deducted');
+    expect((await s.deduct(shard, input('plain', 'u3', 1), [], '', 1)).kind).toBe('deducted');
+    // The read asks the three bucket hashes at once (HoldStore.read): the holds sit in two different ones.
+    const bucketOf = async (id: string) => {
+      const { keys, field } = s.recordPlaces(shard, id);
+      const found = await Promise.all(keys.map((k) => a.app.redis.hexists(k, field as string)));
+      return found.indexOf(1);
+    };
+    const [older, newer] = [await bucketOf('before'), await bucketOf('after')];
+    expect(older).toBeGreaterThanOrEqual(0);
+    expect(newer).toBe(older + 1);
+    expect(await holds.read(shard, 'before')).toMatchObject({ userId: 'u1', quantity: 2, confirmed: 0 });
+    expect(await holds.read(shard, 'after')).toMatchObject({ userId: 'u2', quantity: 3, confirmed: 0 });
+    expect(await holds.read(shard, 'plain')).toBe('deduction');
+    expect(await holds.read(shard, 'never')).toBeNull();
+    await a.app.redis.del(s.keys(shard).shard);
+    expect(await holds.read(shard, 'never')).toBe('missing');
   });
 });
 
