@@ -59,11 +59,8 @@ export class RedisHoldStore implements HoldStore {
   }
 
   async read(shard: ShardRef, requestId: string): Promise<HoldRecord | null | 'missing' | 'deduction'> {
-    const { keys, field } = this.scripts.recordPlaces(shard, requestId);
-    // The three hashes share the shard's slot: asked together, the client sends them in one write and they
-    // cost one round trip instead of up to three in a row (a Confirm, Release or ExtendHold answers with it).
-    const values = await Promise.all(keys.map((key) => this.redis.hget(key, field as string)));
-    for (const v of values) if (v !== null) return parseHold(v) ?? 'deduction';
+    const v = await recordValue(this.redis, this.scripts, shard, requestId);
+    if (v !== null) return parseHold(v) ?? 'deduction';
     // No hold found: on a shard whose master lost its data, "none" would be a guess.
     return (await this.redis.exists(this.scripts.keys(shard).shard)) === 0 ? 'missing' : null;
   }
@@ -193,6 +190,15 @@ export class RedisHoldStore implements HoldStore {
   private async replicated(key: string, ownerBefore: string | undefined): Promise<void> {
     if (this.options.replicaAck) await this.options.replicaAck.afterWrite(key, ownerBefore);
   }
+}
+
+/** The record of `requestId` on the shard as stored (a hold's or a deduction's), or null: the first of its three
+ * bucket hashes that holds it. The hashes share the shard's slot, so asked together they leave in one write and
+ * cost one round trip instead of up to three in a row. */
+export async function recordValue(redis: Cluster, scripts: Scripts, shard: ShardRef, requestId: string): Promise<string | null> {
+  const { keys, field } = scripts.recordPlaces(shard, requestId);
+  const values = await Promise.all(keys.map((key) => redis.hget(key, field as string)));
+  return values.find((v) => v !== null) ?? null;
 }
 
 /** A record hash value as a hold (lua/includes/hold-record.lua), or a confirmed hold (a deduction's record

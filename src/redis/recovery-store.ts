@@ -2,7 +2,7 @@
 // through scripts.ts), and write back the request records, user counts and claims a lost shard took with it.
 import type { Cluster } from 'ioredis';
 import type { ShardRef } from '../domain/ports.js';
-import { parseHold } from './hold-store.js';
+import { parseHold, recordValue } from './hold-store.js';
 import { firstBucket, requestIdOfField } from './keys.js';
 import { type RequestRecord, unpackRecord } from './request-record.js';
 import type { ReplicaAck } from './replica-ack.js';
@@ -115,14 +115,9 @@ export class RedisRecoveryStore {
       .filter((id) => wanted(id));
     const out: { requestId: string; userId: string; quantity: number }[] = [];
     await inChunks(ids, async (requestId) => {
-      const { keys, field } = this.scripts.recordPlaces(shard, requestId);
-      for (const key of keys) {
-        const v = await this.redis.hget(key, field as string);
-        if (v === null) continue;
-        const h = parseHold(v);
-        if (h?.state === 'h') out.push({ requestId, userId: h.userId, quantity: h.quantity });
-        return;
-      }
+      const v = await recordValue(this.redis, this.scripts, shard, requestId);
+      const h = v === null ? null : parseHold(v);
+      if (h?.state === 'h') out.push({ requestId, userId: h.userId, quantity: h.quantity });
     });
     return out;
   }
