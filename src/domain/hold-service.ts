@@ -17,7 +17,7 @@ import {
   type ReserveInput,
   type ReserveResult,
 } from './holds.js';
-import type { Coupon, HoldRecord, HoldStore, ShardRef, StockChanges, StockSignals } from './ports.js';
+import type { Coupon, HoldRead, HoldRecord, HoldStore, ShardRef, StockChanges, StockSignals } from './ports.js';
 import { shardRef } from './routing.js';
 import type { ShardReloader } from './shard-reloader.js';
 import type { SoldOutCache } from './sold-out-cache.js';
@@ -42,12 +42,7 @@ export class HoldService implements Holds {
     private readonly ttl: HoldTtl,
     private readonly maxQuantity: number,
     private readonly changes?: StockChanges,
-  ) {
-    this.indexingStore = this.indexing();
-  }
-
-  /** indexing(), built once rather than per Reserve. */
-  private readonly indexingStore: HoldStore;
+  ) {}
 
   async reserve(input: ReserveInput, signal?: AbortSignal): Promise<ReserveResult> {
     const ttlMs = this.ttlOf(input.ttlMs);
@@ -57,7 +52,7 @@ export class HoldService implements Holds {
     const quantity = input.quantity === 0n ? 1 : v.units('quantity', input.quantity, 1n, BigInt(this.maxQuantity));
     const r = await this.deduct.deduct({ couponId, requestId, userId: input.userId, quantity: input.quantity }, signal, {
       ttlMs,
-      store: this.indexingStore,
+      store: this.store,
     });
     if (r.outcome !== 'deducted') return { outcome: r.outcome, replayed: false, remaining: r.remaining, shard: r.shard };
     const coupon = await this.catalog.get(couponId);
@@ -100,14 +95,14 @@ export class HoldService implements Holds {
       case 'confirmed':
         if (r.released > 0) this.returned(coupon.id);
         else this.changes?.changed(coupon.id, false);
-        return { outcome: 'confirmed', replayed: false, released: r.released, hold: await this.current(ref, requestId) };
+        return { outcome: 'confirmed', replayed: false, released: r.released, hold: await this.current(ref, requestId, r.record) };
       case 'replay':
-        return { outcome: 'confirmed', replayed: true, released: r.released, hold: await this.current(ref, requestId) };
+        return { outcome: 'confirmed', replayed: true, released: r.released, hold: await this.current(ref, requestId, r.record) };
       case 'expired':
         if (r.released > 0) this.returned(coupon.id);
-        return { outcome: 'expired', replayed: false, released: r.released, hold: await this.current(ref, requestId) };
+        return { outcome: 'expired', replayed: false, released: r.released, hold: await this.current(ref, requestId, r.record) };
       case 'released':
-        return { outcome: 'released', replayed: false, released: 0, hold: await this.current(ref, requestId) };
+        return { outcome: 'released', replayed: false, released: 0, hold: await this.current(ref, requestId, r.record) };
       case 'not_found':
         return { outcome: 'not_found', replayed: false, released: 0 };
       case 'conflict':
@@ -125,7 +120,7 @@ export class HoldService implements Holds {
     const { coupon, ref, requestId } = await this.locate(holdId);
     const r = await this.retrying(coupon, ref, signal, () => this.store.release(ref, requestId));
     if ((r.kind === 'released' || r.kind === 'expired') && r.released > 0) this.returned(coupon.id);
-    const hold = r.kind === 'not_found' ? undefined : await this.current(ref, requestId);
+    const hold = r.kind === 'not_found' ? undefined : await this.current(ref, requestId, r.record);
     switch (r.kind) {
       case 'released':
         return { outcome: 'released', released: r.released, hold };
@@ -145,7 +140,7 @@ export class HoldService implements Holds {
     const { coupon, ref, requestId } = await this.locate(holdId);
     const r = await this.retrying(coupon, ref, signal, () => this.store.extend(ref, requestId, ttl));
     if (r.kind === 'not_found') return { outcome: 'not_found' };
-    return { outcome: r.kind, hold: await this.current(ref, requestId) };
+    return { outcome: r.kind, hold: await this.current(ref, requestId, r.record) };
   }
 
   async get(holdId: string): Promise<Hold | null> {
@@ -167,20 +162,6 @@ export class HoldService implements Holds {
     const coupon = await this.catalog.get(couponId);
     if (shard >= coupon.shardCount) throw invalid('hold_id', `names shard ${shard}, but coupon ${couponId} has ${coupon.shardCount}`);
     return { coupon, ref: shardRef(coupon, shard), requestId };
-  }
-
-  /** The HoldStore with the shard put in the sweepers' index before and after its Reserve script. */
-  private indexing(): HoldStore {
-    const store = this.store;
-    return {
-      ...bind(store),
-      async reserve(shard, input, credits, creditEpoch) {
-        await store.index(shard);
-        const r = await store.reserve(shard, input, credits, creditEpoch);
-        if (r.kind === 'deducted') await store.index(shard);
-        return r;
-      },
-    };
   }
 
   /** A script call that may find the shard lost (reload, then again) or paused for a recovery (wait a little). */
@@ -209,8 +190,9 @@ export class HoldService implements Holds {
     throw new DomainError('unavailable', `shard ${ref.index} of coupon ${coupon.id} could not be reloaded; retry`);
   }
 
-  private async current(ref: ShardRef, requestId: string): Promise<Hold | undefined> {
-    const rec = await this.store.read(ref, requestId);
+  /** The hold as it stands: `known`, the record the store read with the call's reply, or a read now. */
+  private async current(ref: ShardRef, requestId: string, known?: HoldRead): Promise<Hold | undefined> {
+    const rec = known !== undefined ? known : await this.store.read(ref, requestId);
     // A hold on a shard that lost its data is lost with it (docs/holds.md): not found.
     return rec && rec !== 'missing' && rec !== 'deduction' ? holdOf(ref, requestId, rec) : undefined;
   }
@@ -233,16 +215,5 @@ export function holdOf(ref: ShardRef, requestId: string, rec: HoldRecord): Hold 
     shard: ref.index,
     expiresAtMs: rec.expiresAtMs,
     state: STATES[rec.state],
-  };
-}
-
-function bind(store: HoldStore): HoldStore {
-  return {
-    reserve: store.reserve.bind(store),
-    read: store.read.bind(store),
-    confirm: store.confirm.bind(store),
-    release: store.release.bind(store),
-    extend: store.extend.bind(store),
-    index: store.index.bind(store),
   };
 }

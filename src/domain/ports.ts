@@ -379,24 +379,29 @@ export interface HoldRecord {
   remaining: number;
 }
 
+/** What a hold's record says when read: the hold; null: nothing recorded under the request id; 'deduction': a
+ * Deduct's record is (no hold); 'missing': the shard is gone with its holds and records. */
+export type HoldRead = HoldRecord | null | 'missing' | 'deduction';
+
+/** A hold script's reply with the hold's record as read right after the script, for the replies about a record
+ * that exists (not not_found, missing, paused): read while the replica ack is awaited, not after it. */
+export type WithRecord<R> = R & { record?: HoldRead };
+
 /** Holds in Redis: each call one atomic script on the hold's shard; expiry judged by the Redis server's clock. */
 export interface HoldStore {
-  /** Like StockStore.deduct, for a hold of input.ttlMs: 'deducted' carries expiresAtMs; 'replay' = the hold exists. */
+  /** Like StockStore.deduct, for a hold of input.ttlMs: 'deducted' carries expiresAtMs; 'replay' = the hold exists.
+   * The shard goes into the index sweepers visit before the script and again after a new hold. */
   reserve(
     shard: ShardRef,
     input: DeductScriptInput & { ttlMs: number },
     credits: Credit[],
     creditEpoch?: string,
   ): Promise<DeductScriptResult>;
-  /** null: nothing recorded under the request id; 'deduction': a Deduct's record is (no hold). */
-  /** 'missing': the shard is gone with its holds and records. */
-  read(shard: ShardRef, requestId: string): Promise<HoldRecord | null | 'missing' | 'deduction'>;
+  read(shard: ShardRef, requestId: string): Promise<HoldRead>;
   /** keep: units to confirm, 0 = all. */
-  confirm(shard: ShardRef, requestId: string, keep: number): Promise<HoldConfirmReply>;
-  release(shard: ShardRef, requestId: string): Promise<HoldReleaseReply>;
-  extend(shard: ShardRef, requestId: string, ttlMs: number): Promise<HoldExtendReply>;
-  /** Puts the shard in the index sweepers visit (before and after a Reserve). */
-  index(shard: ShardRef): Promise<void>;
+  confirm(shard: ShardRef, requestId: string, keep: number): Promise<WithRecord<HoldConfirmReply>>;
+  release(shard: ShardRef, requestId: string): Promise<WithRecord<HoldReleaseReply>>;
+  extend(shard: ShardRef, requestId: string, ttlMs: number): Promise<WithRecord<HoldExtendReply>>;
 }
 
 /** What a hold sweeper needs (src/domain/hold-sweeper.ts): the shards that may have open holds, the due ones

@@ -13,10 +13,12 @@ import type {
   DeductScriptResult,
   HoldConfirmReply,
   HoldExtendReply,
+  HoldRead,
   HoldRecord,
   HoldReleaseReply,
   HoldStore,
   ShardRef,
+  WithRecord,
 } from '../domain/ports.js';
 import { HOLD_INDEX_PARTS, holdIndexKey } from './keys.js';
 import { masterOf } from './master-pipeline.js';
@@ -24,6 +26,9 @@ import type { ReplicaAck } from './replica-ack.js';
 import { Scripts } from './scripts.js';
 
 const CREDIT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+
+/** Replies the caller answers without the hold's state: nothing there, not yet there, or a refusal. */
+const NO_RECORD = new Set(['not_found', 'missing', 'paused', 'conflict', 'too_many']);
 
 export interface RedisHoldStoreOptions {
   namespace: string;
@@ -50,50 +55,74 @@ export class RedisHoldStore implements HoldStore {
   ): Promise<DeductScriptResult> {
     const key = this.scripts.keys(shard).shard;
     const owner = this.beforeWrite(key);
+    await this.index(shard);
     const r = await this.scripts.holdReserve(shard, input, credits, creditEpoch, CREDIT_RETENTION_MS);
-    // A hold answered at `replica` level survives a failover: the WAIT covers it like a deduction.
-    if (r.kind === 'deducted' || credits.length > 0) await this.replicated(key, owner);
+    // A hold answered at `replica` level survives a failover: the WAIT covers it like a deduction. The second
+    // index add only has to follow the script, so it goes out beside the WAIT rather than after it.
+    if (r.kind === 'deducted') await Promise.all([this.replicated(key, owner), this.index(shard)]);
+    else if (credits.length > 0) await this.replicated(key, owner);
     // A replay vouches for the original write, which may not have reached a replica when it was answered.
     else if (r.kind === 'replay') await this.vouch(shard, owner);
     return r;
   }
 
-  async read(shard: ShardRef, requestId: string): Promise<HoldRecord | null | 'missing' | 'deduction'> {
+  async read(shard: ShardRef, requestId: string): Promise<HoldRead> {
     const v = await recordValue(this.redis, this.scripts, shard, requestId);
     if (v !== null) return parseHold(v) ?? 'deduction';
     // No hold found: on a shard whose master lost its data, "none" would be a guess.
     return (await this.redis.exists(this.scripts.keys(shard).shard)) === 0 ? 'missing' : null;
   }
 
-  async confirm(shard: ShardRef, requestId: string, keep: number): Promise<HoldConfirmReply> {
+  async confirm(shard: ShardRef, requestId: string, keep: number): Promise<WithRecord<HoldConfirmReply>> {
     const key = this.scripts.keys(shard).shard;
     const owner = this.beforeWrite(key);
     const r = await this.scripts.holdConfirm(shard, requestId, keep);
-    if (r.kind === 'confirmed' || (r.kind === 'expired' && r.released > 0)) await this.replicated(key, owner);
+    if (r.kind === 'confirmed' || (r.kind === 'expired' && r.released > 0))
+      return this.withRecord(r, shard, requestId, this.replicated(key, owner));
     // An answer about an earlier write (a replay, a hold already released or expired) vouches for it.
-    else if (r.kind === 'replay' || r.kind === 'expired' || r.kind === 'released') await this.vouch(shard, owner);
-    return r;
+    if (r.kind === 'replay' || r.kind === 'expired' || r.kind === 'released')
+      return this.withRecord(r, shard, requestId, this.vouch(shard, owner));
+    return this.withRecord(r, shard, requestId);
   }
 
-  async release(shard: ShardRef, requestId: string): Promise<HoldReleaseReply> {
+  async release(shard: ShardRef, requestId: string): Promise<WithRecord<HoldReleaseReply>> {
     const key = this.scripts.keys(shard).shard;
     const owner = this.beforeWrite(key);
     const r = await this.scripts.holdRelease(shard, requestId);
-    if (r.kind === 'released' || (r.kind === 'expired' && r.released > 0)) await this.replicated(key, owner);
-    else if (r.kind === 'already_released' || r.kind === 'expired' || r.kind === 'confirmed') await this.vouch(shard, owner);
-    return r;
+    if (r.kind === 'released' || (r.kind === 'expired' && r.released > 0))
+      return this.withRecord(r, shard, requestId, this.replicated(key, owner));
+    if (r.kind === 'already_released' || r.kind === 'expired' || r.kind === 'confirmed')
+      return this.withRecord(r, shard, requestId, this.vouch(shard, owner));
+    return this.withRecord(r, shard, requestId);
   }
 
-  async extend(shard: ShardRef, requestId: string, ttlMs: number): Promise<HoldExtendReply> {
+  async extend(shard: ShardRef, requestId: string, ttlMs: number): Promise<WithRecord<HoldExtendReply>> {
     const key = this.scripts.keys(shard).shard;
     const owner = this.beforeWrite(key);
     const r = await this.scripts.holdExtend(shard, requestId, ttlMs);
-    if (r.kind === 'extended') await this.replicated(key, owner);
-    return r;
+    return this.withRecord(r, shard, requestId, r.kind === 'extended' ? this.replicated(key, owner) : undefined);
   }
 
-  async index(shard: ShardRef): Promise<void> {
+  /** Puts the shard in the index sweepers visit (see the top of this file). */
+  private async index(shard: ShardRef): Promise<void> {
     await this.redis.sadd(holdIndexKey(this.options.namespace, indexPart(shard.tag)), indexMember(shard));
+  }
+
+  /** The reply with the hold's record, read after the script and beside its ack (`acked`): the caller answers
+   * with the hold's state, and waiting for the ack before asking for it cost a round trip more. The read sees
+   * the script's write (it follows its reply) or anything later, as a read after the ack would. */
+  private async withRecord<R extends { kind: string }>(
+    r: R,
+    shard: ShardRef,
+    requestId: string,
+    acked?: Promise<void>,
+  ): Promise<WithRecord<R>> {
+    if (NO_RECORD.has(r.kind)) {
+      await acked;
+      return r;
+    }
+    const [, record] = await Promise.all([acked, this.read(shard, requestId)]);
+    return { ...r, record };
   }
 
   // ---- for the sweeper ----
