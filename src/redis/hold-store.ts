@@ -20,12 +20,35 @@ import type {
   ShardRef,
   WithRecord,
 } from '../domain/ports.js';
+import { luaScript } from './cluster.js';
 import { HOLD_INDEX_PARTS, holdIndexKey } from './keys.js';
-import { masterOf } from './master-pipeline.js';
-import type { ReplicaAck } from './replica-ack.js';
-import { Scripts } from './scripts.js';
+import { type Command, masterOf, sendOnMaster } from './master-pipeline.js';
+import { redirectOf, sendFollowing } from './redirects.js';
+import type { ReplicaAck, ReplicationTimeout } from './replica-ack.js';
+import { type Reply, type ScriptCall, Scripts } from './scripts.js';
 
 const CREDIT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+
+/** A hold call sent in one write (send): the script's reply, the hold's record read right after it (undefined
+ * when not asked for or not read), and the WAIT's verdict (null: acknowledged, or no WAIT). */
+interface OneWrite<T> {
+  reply: T;
+  /** The master that ran the script. */
+  node: string;
+  record: HoldRead | undefined;
+  ack: ReplicationTimeout | null;
+}
+
+const scripts = new Map<string, ReturnType<typeof luaScript>>();
+/** A hold script's text and SHA1, hashed once. */
+function scriptOf(name: string): ReturnType<typeof luaScript> {
+  let s = scripts.get(name);
+  if (!s) {
+    s = luaScript(name);
+    scripts.set(name, s);
+  }
+  return s;
+}
 
 /** Replies the caller answers without the hold's state: nothing there, not yet there, or a refusal. */
 const NO_RECORD = new Set(['not_found', 'missing', 'paused', 'conflict', 'too_many']);
@@ -54,53 +77,127 @@ export class RedisHoldStore implements HoldStore {
     creditEpoch = '',
   ): Promise<DeductScriptResult> {
     const key = this.scripts.keys(shard).shard;
-    const owner = this.beforeWrite(key);
     await this.index(shard);
-    const r = await this.scripts.holdReserve(shard, input, credits, creditEpoch, CREDIT_RETENTION_MS);
+    const sent = await this.send(key, this.scripts.holdReserveCall(shard, input, credits, creditEpoch, CREDIT_RETENTION_MS));
+    const r = sent.reply;
     // A hold answered at `replica` level survives a failover: the WAIT covers it like a deduction. The second
-    // index add only has to follow the script, so it goes out beside the WAIT rather than after it.
-    if (r.kind === 'deducted') await Promise.all([this.replicated(key, owner), this.index(shard)]);
-    else if (credits.length > 0) await this.replicated(key, owner);
+    // index add only has to follow the script.
+    if (r.kind === 'deducted') await Promise.all([this.written(sent), this.index(shard)]);
+    else if (credits.length > 0) await this.written(sent);
     // A replay vouches for the original write, which may not have reached a replica when it was answered.
-    else if (r.kind === 'replay') await this.vouch(shard, owner);
+    else if (r.kind === 'replay') await this.vouch(shard, sent.node);
     return r;
   }
 
   async read(shard: ShardRef, requestId: string): Promise<HoldRead> {
     const v = await recordValue(this.redis, this.scripts, shard, requestId);
-    if (v !== null) return parseHold(v) ?? 'deduction';
+    if (v !== null) return holdReadOf(v, 1);
     // No hold found: on a shard whose master lost its data, "none" would be a guess.
-    return (await this.redis.exists(this.scripts.keys(shard).shard)) === 0 ? 'missing' : null;
+    return holdReadOf(null, await this.redis.exists(this.scripts.keys(shard).shard));
   }
 
   async confirm(shard: ShardRef, requestId: string, keep: number): Promise<WithRecord<HoldConfirmReply>> {
-    const key = this.scripts.keys(shard).shard;
-    const owner = this.beforeWrite(key);
-    const r = await this.scripts.holdConfirm(shard, requestId, keep);
+    const sent = await this.send(this.scripts.keys(shard).shard, this.scripts.holdConfirmCall(shard, requestId, keep), {
+      shard,
+      requestId,
+    });
+    const r = sent.reply;
     if (r.kind === 'confirmed' || (r.kind === 'expired' && r.released > 0))
-      return this.withRecord(r, shard, requestId, this.replicated(key, owner));
+      return this.withRecord(r, shard, requestId, this.written(sent), sent);
     // An answer about an earlier write (a replay, a hold already released or expired) vouches for it.
     if (r.kind === 'replay' || r.kind === 'expired' || r.kind === 'released')
-      return this.withRecord(r, shard, requestId, this.vouch(shard, owner));
-    return this.withRecord(r, shard, requestId);
+      return this.withRecord(r, shard, requestId, this.vouch(shard, sent.node), sent);
+    return this.withRecord(r, shard, requestId, undefined, sent);
   }
 
   async release(shard: ShardRef, requestId: string): Promise<WithRecord<HoldReleaseReply>> {
-    const key = this.scripts.keys(shard).shard;
-    const owner = this.beforeWrite(key);
-    const r = await this.scripts.holdRelease(shard, requestId);
+    const sent = await this.send(this.scripts.keys(shard).shard, this.scripts.holdReleaseCall(shard, requestId), { shard, requestId });
+    const r = sent.reply;
     if (r.kind === 'released' || (r.kind === 'expired' && r.released > 0))
-      return this.withRecord(r, shard, requestId, this.replicated(key, owner));
+      return this.withRecord(r, shard, requestId, this.written(sent), sent);
     if (r.kind === 'already_released' || r.kind === 'expired' || r.kind === 'confirmed')
-      return this.withRecord(r, shard, requestId, this.vouch(shard, owner));
-    return this.withRecord(r, shard, requestId);
+      return this.withRecord(r, shard, requestId, this.vouch(shard, sent.node), sent);
+    return this.withRecord(r, shard, requestId, undefined, sent);
   }
 
   async extend(shard: ShardRef, requestId: string, ttlMs: number): Promise<WithRecord<HoldExtendReply>> {
-    const key = this.scripts.keys(shard).shard;
-    const owner = this.beforeWrite(key);
-    const r = await this.scripts.holdExtend(shard, requestId, ttlMs);
-    return this.withRecord(r, shard, requestId, r.kind === 'extended' ? this.replicated(key, owner) : undefined);
+    const sent = await this.send(this.scripts.keys(shard).shard, this.scripts.holdExtendCall(shard, requestId, ttlMs), {
+      shard,
+      requestId,
+    });
+    const r = sent.reply;
+    return this.withRecord(r, shard, requestId, r.kind === 'extended' ? this.written(sent) : undefined, sent);
+  }
+
+  /** Hold script calls answered; sends that met a redirect (the slot map was stale, or the slot is moving); and
+   * sends again as EVAL (the node had not cached the script: restarted, flushed, or a promoted replica). */
+  readonly sent = { calls: 0, redirected: 0, loaded: 0 };
+
+  /**
+   * A hold script on its shard's master's own connection, in one write with (`read`) the three HGETs and the
+   * EXISTS that read the hold's record after it, and at the `replica` level the WAIT: one round trip for what
+   * the cluster client sent as three commands in two or three round trips, each through a pipeline of its own.
+   * Redirects, TRYAGAIN and closed connections are followed as the group commit follows them (sendFollowing):
+   * every hold script is safe to send again, a Reserve replaying by its request id, a Confirm or Release
+   * answering the state it left, an Extend setting the same expiry again.
+   */
+  private async send<T>(key: string, call: ScriptCall<T>, read?: { shard: ShardRef; requestId: string }): Promise<OneWrite<T>> {
+    const script = scriptOf(call.name);
+    const reads: Command[] = [];
+    if (read) {
+      const { keys, field } = this.scripts.recordPlaces(read.shard, read.requestId);
+      for (const k of keys) reads.push(['hget', k, field]);
+      reads.push(['exists', key]);
+    }
+    let done: Omit<OneWrite<T>, 'reply'> | undefined;
+    const reply = await sendFollowing<unknown>(undefined, {
+      owner: () => {
+        this.options.fence?.assertOpen(key);
+        return masterOf(this.redis, key);
+      },
+      refresh: () => void this.redis.refreshSlotsCache(),
+      send: async (node, asking) => {
+        let out = await this.oneWrite(node, asking, ['evalsha', script.sha, script.numberOfKeys, ...call.args], reads);
+        const refused = out?.results[0]?.[0];
+        if (refused?.message.startsWith('NOSCRIPT')) {
+          // Not run: sent again with its text, which also caches it on the node for the next call.
+          this.sent.loaded++;
+          out = await this.oneWrite(node, asking, ['eval', script.lua, script.numberOfKeys, ...call.args], reads);
+        }
+        if (!out) return undefined;
+        const [err, value] = out.results[0]!;
+        if (redirectOf(err)) this.sent.redirected++;
+        if (!err) done = { node, ack: out.ack, record: recordOf(out.results.slice(1)) };
+        return [err, value];
+      },
+    });
+    this.sent.calls++;
+    return { reply: call.parse(reply as Reply), ...done! };
+  }
+
+  /** `script` then (unless `asking`: an ASK covers only the command after ASKING) `reads`, and at the `replica`
+   * level the WAIT, in one write on `node`'s connection: the script's reply first, each read's after it.
+   * Undefined when `node` has no ready connection. */
+  private async oneWrite(
+    node: string,
+    asking: boolean,
+    script: Command,
+    reads: Command[],
+  ): Promise<{ results: [Error | null, unknown][]; ack: ReplicationTimeout | null } | undefined> {
+    const commands = asking ? [['asking'], script] : [script, ...reads];
+    const ack = this.options.replicaAck;
+    let out: { results: [Error | null, unknown][]; ack: ReplicationTimeout | null } | undefined;
+    if (ack) out = await ack.pipelineWithWait(node, commands);
+    else {
+      const results = await sendOnMaster(this.redis, node, commands);
+      out = results && { results, ack: null };
+    }
+    return out && asking ? { results: out.results.slice(1), ack: out.ack } : out;
+  }
+
+  /** Throws when the WAIT of the script's write said it did not reach enough replicas (null at `leader` level). */
+  private async written(sent: OneWrite<unknown>): Promise<void> {
+    if (sent.ack) throw sent.ack;
   }
 
   /** Puts the shard in the index sweepers visit (see the top of this file). */
@@ -115,13 +212,14 @@ export class RedisHoldStore implements HoldStore {
     r: R,
     shard: ShardRef,
     requestId: string,
-    acked?: Promise<void>,
+    acked: Promise<void> | undefined,
+    sent: OneWrite<unknown> | undefined,
   ): Promise<WithRecord<R>> {
     if (NO_RECORD.has(r.kind)) {
       await acked;
       return r;
     }
-    const [, record] = await Promise.all([acked, this.read(shard, requestId)]);
+    const [, record] = await Promise.all([acked, sent?.record !== undefined ? sent.record : this.read(shard, requestId)]);
     return { ...r, record };
   }
 
@@ -211,11 +309,6 @@ export class RedisHoldStore implements HoldStore {
     await this.replicated(k.shard, owner);
   }
 
-  private beforeWrite(key: string): string | undefined {
-    this.options.fence?.assertOpen(key);
-    return this.options.replicaAck?.owner(key);
-  }
-
   private async replicated(key: string, ownerBefore: string | undefined): Promise<void> {
     if (this.options.replicaAck) await this.options.replicaAck.afterWrite(key, ownerBefore);
   }
@@ -228,6 +321,21 @@ export async function recordValue(redis: Cluster, scripts: Scripts, shard: Shard
   const { keys, field } = scripts.recordPlaces(shard, requestId);
   const values = await Promise.all(keys.map((key) => redis.hget(key, field as string)));
   return values.find((v) => v !== null) ?? null;
+}
+
+/** The hold's record from the replies of the three HGETs and the EXISTS after its script; undefined when they
+ * were not sent (an ASK) or one failed (the slot moved right after the script): it is read again then. */
+function recordOf(reads: [Error | null, unknown][]): HoldRead | undefined {
+  if (reads.length !== 4 || reads.some(([e]) => e)) return undefined;
+  const value = reads.slice(0, 3).find(([, v]) => v !== null)?.[1] as string | undefined;
+  return holdReadOf(value ?? null, reads[3]![1] as number);
+}
+
+/** What a record read found: the first value of the three bucket hashes (null: none), and whether the shard
+ * hash exists (EXISTS: 0 or 1), which tells 'none recorded' from 'lost with its master's data'. */
+function holdReadOf(value: string | null, shardExists: number): HoldRead {
+  if (value !== null) return parseHold(value) ?? 'deduction';
+  return shardExists === 0 ? 'missing' : null;
 }
 
 /** A record hash value as a hold (lua/includes/hold-record.lua), or a confirmed hold (a deduction's record

@@ -97,6 +97,59 @@ export function parseShardBatch(ops: readonly BatchOp[], flat: Reply): BatchRepl
 }
 
 /** The registered script function (defineCommand in cluster.ts), looked up once. */
+/** A hold script's call built apart from its sending: `name` and `args` (its keys, then its values) are what
+ * the registered command takes, and what EVALSHA takes after the script's SHA1 and key count; a caller that
+ * sends the script on its master's connection itself (hold-store.ts) parses the reply with `parse`. */
+export interface ScriptCall<T> {
+  name: 'holdReserve' | 'holdConfirm' | 'holdRelease' | 'holdExtend';
+  args: Arg[];
+  parse(r: Reply): T;
+}
+
+function parseHoldReserve(r: Reply): DeductScriptResult {
+  if (Number(r[0]) === 1) return { kind: 'deducted', remaining: Number(r[1]), expiresAtMs: Number(r[2]) };
+  if (Number(r[0]) === 2) return { kind: 'replay', remaining: Number(r[1]), compensated: false };
+  return parseDeduct(r);
+}
+
+function parseHoldConfirm(r: Reply): HoldConfirmReply {
+  const code = Number(r[0]);
+  if (code === 1) return { kind: 'confirmed', kept: Number(r[1]), released: Number(r[2]) };
+  if (code === 2) return { kind: 'replay', kept: Number(r[1]), released: 0 };
+  if (code === 3) return { kind: 'not_found' };
+  if (code === 4) return { kind: 'released' };
+  if (code === 5) return { kind: 'expired', released: Number(r[1]) };
+  if (code === -3) return { kind: 'conflict', recorded: Number(r[1]) };
+  if (code === -4) return { kind: 'missing' };
+  if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
+  if (code === -6) return { kind: 'too_many', held: Number(r[1]) };
+  throw new Error(`hold-confirm-7.lua returned unknown code ${code}`);
+}
+
+function parseHoldRelease(r: Reply): HoldReleaseReply {
+  const code = Number(r[0]);
+  if (code === 1) return { kind: 'released', released: Number(r[1]) };
+  if (code === 2) return { kind: 'already_released' };
+  if (code === 3) return { kind: 'not_found' };
+  if (code === 4) return { kind: 'confirmed' };
+  if (code === 5) return { kind: 'expired', released: Number(r[1]) };
+  if (code === -4) return { kind: 'missing' };
+  if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
+  throw new Error(`hold-release-6.lua returned unknown code ${code}`);
+}
+
+function parseHoldExtend(r: Reply): HoldExtendReply {
+  const code = Number(r[0]);
+  if (code === 1) return { kind: 'extended', expiresAtMs: Number(r[1]) };
+  if (code === 3) return { kind: 'not_found' };
+  if (code === 4) return { kind: 'confirmed' };
+  if (code === 5) return { kind: 'expired' };
+  if (code === 6) return { kind: 'released' };
+  if (code === -4) return { kind: 'missing' };
+  if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
+  throw new Error(`hold-extend-5.lua returned unknown code ${code}`);
+}
+
 function scriptFn(cluster: Cluster, name: string): ScriptFn {
   const fn = (cluster as unknown as Record<string, ScriptFn | undefined>)[name];
   if (typeof fn !== 'function') throw new Error(`Lua script ${name} is not registered`);
@@ -276,13 +329,23 @@ export class Scripts {
 
   /** hold-reserve-7.lua: the same results as deduct-7.lua; a new hold carries its expiry. A replay of a hold
    * is 'replay' (its state is read with HoldStore.read). */
-  async holdReserve(
+  holdReserve(
     shard: ShardRef,
     input: DeductScriptInput & { ttlMs: number },
     credits: readonly Credit[],
     creditEpoch: string,
     creditRetentionMs: number,
   ): Promise<DeductScriptResult> {
+    return this.run(this.holdReserveCall(shard, input, credits, creditEpoch, creditRetentionMs));
+  }
+
+  holdReserveCall(
+    shard: ShardRef,
+    input: DeductScriptInput & { ttlMs: number },
+    credits: readonly Credit[],
+    creditEpoch: string,
+    creditRetentionMs: number,
+  ): ScriptCall<DeductScriptResult> {
     const k = this.keys(shard);
     const now = this.clock();
     const [r0, r1, r2, first] = this.buckets(k, 'records', now);
@@ -308,18 +371,19 @@ export class Scripts {
       creditEpoch,
     ];
     for (const c of credits) args.push(c.id, c.quantity);
-    const r = (await this.fn.holdReserve(...args)) as Reply;
-    if (Number(r[0]) === 1) return { kind: 'deducted', remaining: Number(r[1]), expiresAtMs: Number(r[2]) };
-    if (Number(r[0]) === 2) return { kind: 'replay', remaining: Number(r[1]), compensated: false };
-    return parseDeduct(r);
+    return { name: 'holdReserve', args, parse: parseHoldReserve };
   }
 
   /** hold-confirm-7.lua. */
-  async holdConfirm(shard: ShardRef, requestId: string, keep: number): Promise<HoldConfirmReply> {
+  holdConfirm(shard: ShardRef, requestId: string, keep: number): Promise<HoldConfirmReply> {
+    return this.run(this.holdConfirmCall(shard, requestId, keep));
+  }
+
+  holdConfirmCall(shard: ShardRef, requestId: string, keep: number): ScriptCall<HoldConfirmReply> {
     const k = this.keys(shard);
     const now = this.clock();
     const [r0, r1, r2] = this.buckets(k, 'records', now);
-    const r = (await this.fn.holdConfirm(
+    const args = [
       k.shard,
       r0,
       r1,
@@ -333,50 +397,40 @@ export class Scripts {
       shard.couponId,
       shard.index,
       now,
-    )) as Reply;
-    const code = Number(r[0]);
-    if (code === 1) return { kind: 'confirmed', kept: Number(r[1]), released: Number(r[2]) };
-    if (code === 2) return { kind: 'replay', kept: Number(r[1]), released: 0 };
-    if (code === 3) return { kind: 'not_found' };
-    if (code === 4) return { kind: 'released' };
-    if (code === 5) return { kind: 'expired', released: Number(r[1]) };
-    if (code === -3) return { kind: 'conflict', recorded: Number(r[1]) };
-    if (code === -4) return { kind: 'missing' };
-    if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
-    if (code === -6) return { kind: 'too_many', held: Number(r[1]) };
-    throw new Error(`hold-confirm-7.lua returned unknown code ${code}`);
+    ];
+    return { name: 'holdConfirm', args, parse: parseHoldConfirm };
   }
 
   /** hold-release-6.lua. */
-  async holdRelease(shard: ShardRef, requestId: string): Promise<HoldReleaseReply> {
+  holdRelease(shard: ShardRef, requestId: string): Promise<HoldReleaseReply> {
+    return this.run(this.holdReleaseCall(shard, requestId));
+  }
+
+  holdReleaseCall(shard: ShardRef, requestId: string): ScriptCall<HoldReleaseReply> {
     const k = this.keys(shard);
     const [r0, r1, r2] = this.buckets(k, 'records', this.clock());
-    const r = (await this.fn.holdRelease(k.shard, r0, r1, r2, k.users, k.holds, requestId, recordField(requestId))) as Reply;
-    const code = Number(r[0]);
-    if (code === 1) return { kind: 'released', released: Number(r[1]) };
-    if (code === 2) return { kind: 'already_released' };
-    if (code === 3) return { kind: 'not_found' };
-    if (code === 4) return { kind: 'confirmed' };
-    if (code === 5) return { kind: 'expired', released: Number(r[1]) };
-    if (code === -4) return { kind: 'missing' };
-    if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
-    throw new Error(`hold-release-6.lua returned unknown code ${code}`);
+    return {
+      name: 'holdRelease',
+      args: [k.shard, r0, r1, r2, k.users, k.holds, requestId, recordField(requestId)],
+      parse: parseHoldRelease,
+    };
   }
 
   /** hold-extend-5.lua. */
-  async holdExtend(shard: ShardRef, requestId: string, ttlMs: number): Promise<HoldExtendReply> {
+  holdExtend(shard: ShardRef, requestId: string, ttlMs: number): Promise<HoldExtendReply> {
+    return this.run(this.holdExtendCall(shard, requestId, ttlMs));
+  }
+
+  holdExtendCall(shard: ShardRef, requestId: string, ttlMs: number): ScriptCall<HoldExtendReply> {
     const k = this.keys(shard);
     const [r0, r1, r2] = this.buckets(k, 'records', this.clock());
-    const r = (await this.fn.holdExtend(k.shard, r0, r1, r2, k.holds, requestId, recordField(requestId), ttlMs, this.windowS)) as Reply;
-    const code = Number(r[0]);
-    if (code === 1) return { kind: 'extended', expiresAtMs: Number(r[1]) };
-    if (code === 3) return { kind: 'not_found' };
-    if (code === 4) return { kind: 'confirmed' };
-    if (code === 5) return { kind: 'expired' };
-    if (code === 6) return { kind: 'released' };
-    if (code === -4) return { kind: 'missing' };
-    if (code === -5) return { kind: 'paused', waitMs: Number(r[1]) };
-    throw new Error(`hold-extend-5.lua returned unknown code ${code}`);
+    const args = [k.shard, r0, r1, r2, k.holds, requestId, recordField(requestId), ttlMs, this.windowS];
+    return { name: 'holdExtend', args, parse: parseHoldExtend };
+  }
+
+  /** A call built by one of the *Call methods, sent through the cluster client's registered command. */
+  async run<T>(call: ScriptCall<T>): Promise<T> {
+    return call.parse((await this.fn[call.name](...call.args)) as Reply);
   }
 
   /** hold-due-1.lua: open holds on the shard, and up to `limit` due ones ("<requestId>|<userId>"). */
