@@ -7,6 +7,8 @@ import type { Cluster } from 'ioredis';
 import slotOf from 'cluster-key-slot';
 import { connectCluster } from '../src/redis/cluster.js';
 import { RedisHoldStore } from '../src/redis/hold-store.js';
+import { orderKey } from '../src/redis/keys.js';
+import { RedisOrderRecords } from '../src/redis/order-records.js';
 import { ReplicaAck } from '../src/redis/replica-ack.js';
 import { Scripts } from '../src/redis/scripts.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
@@ -123,5 +125,72 @@ describe('hold calls in one write', () => {
     // Exactly once each: m1's kept unit is the only one gone.
     expect(await avail()).toBe(9);
     expect(holds.sent).toMatchObject({ calls: 4, redirected: 4 });
+  });
+
+  it("when the shard's master has a connection the client never opened (ioredis opens them on first use), then the first hold call opens it and is answered, not refused after its retries", async () => {
+    const fresh = connectCluster({ nodes: [{ host: '127.0.0.1', port: 7001 }], slotsRefreshMs: 0 });
+    try {
+      await new Promise((ready) => fresh.once('ready', ready));
+      // The slot map was read through one of the pool's connections: a master whose connection is still unopened.
+      const conn = fresh.nodes('master').find((n) => n.status === 'wait')!;
+      expect(conn).toBeDefined();
+      const nodeKey = `${conn.options.host}:${conn.options.port}`;
+      const scripts = new Scripts(a.app.redis, a.namespace, WINDOW_S);
+      const id = uniqueId('ow');
+      let shard = { couponId: id, index: 0, tag: `${id}#0.0` };
+      for (let i = 1; fresh.slots[slotOf(scripts.keys(shard).shard)]![0] !== nodeKey; i++) shard = { ...shard, tag: `${id}#0.${i}` };
+      await scripts.shardInit(shard, 5, 0);
+      const holds = new RedisHoldStore(fresh, {
+        namespace: a.namespace,
+        idempotencyWindowS: WINDOW_S,
+        replicaAck: new ReplicaAck(fresh, 2000),
+      });
+      // A Confirm first: no index add through the cluster client opens the connection before the script's write.
+      expect(conn.status).toBe('wait');
+      expect(await holds.confirm(shard, 'none-yet', 0)).toEqual({ kind: 'not_found' });
+      expect(conn.status).toBe('ready');
+      expect((await holds.reserve(shard, input('w1', 'u1', 2), [])).kind).toBe('deducted');
+      expect(await holds.confirm(shard, 'w1', 0)).toMatchObject({ kind: 'confirmed', kept: 2, record: { state: 'c' } });
+      expect(Number(await a.app.redis.hget(scripts.keys(shard).shard, 'avail'))).toBe(3);
+    } finally {
+      fresh.disconnect();
+    }
+  });
+
+  it("when order records are opened and moved through a client whose slot map names the wrong master, then each write follows the MOVED, a repeated open finds the record, and a move already made answers the other's decision", async () => {
+    const fresh = connectCluster({ nodes: [{ host: '127.0.0.1', port: 7001 }], slotsRefreshMs: 0 });
+    try {
+      await new Promise((ready) => fresh.once('ready', ready));
+      const records = new RedisOrderRecords(fresh, {
+        namespace: a.namespace,
+        idempotencyWindowS: WINDOW_S,
+        replicaAck: new ReplicaAck(fresh, 2000),
+      });
+      const orderId = uniqueId('ow-order');
+      const slot = slotOf(orderKey(a.namespace, orderId));
+      const master = fresh.slots[slot]![0]!;
+      const other = fresh.nodes('master').find((n) => `${n.options.host}:${n.options.port}` !== master)!;
+      fresh.refreshSlotsCache = () => {};
+      // Before each write: a write that vouches goes through the cluster client, whose MOVED repairs the entry.
+      const spoil = () => {
+        fresh.slots[slot] = [`${other.options.host}:${other.options.port}`];
+      };
+      const spec = { orderId, kind: 'deduct' as const, userId: 'u1', items: [{ couponId: 'c1', quantity: 1 }], ttlMs: 60_000 };
+      spoil();
+      expect(await records.open(spec, 1000)).toMatchObject({ kind: 'created', record: { state: 'pending' } });
+      spoil();
+      expect(await records.open(spec, 1001)).toMatchObject({ kind: 'found', record: { state: 'pending', createdMs: 1000 } });
+      spoil();
+      expect(await records.move(orderId, ['pending'], 'committed', 1002)).toMatchObject({ kind: 'moved', record: { state: 'committed' } });
+      // Sent again (as after a closed connection): the record says what the first run decided.
+      spoil();
+      expect(await records.move(orderId, ['pending'], 'committed', 1003)).toMatchObject({ kind: 'other', record: { state: 'committed' } });
+      expect(records.sent.calls).toBe(4);
+      // At least one per write (a connection opened late can add one: the write's retry meets the MOVED again).
+      expect(records.sent.redirected).toBeGreaterThanOrEqual(4);
+      expect(await records.read(orderId)).toMatchObject({ state: 'committed', createdMs: 1000 });
+    } finally {
+      fresh.disconnect();
+    }
   });
 });

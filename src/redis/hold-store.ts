@@ -20,12 +20,11 @@ import type {
   ShardRef,
   WithRecord,
 } from '../domain/ports.js';
-import { luaScript } from './cluster.js';
 import { HOLD_INDEX_PARTS, holdIndexKey } from './keys.js';
-import { type Command, masterOf, sendOnMaster } from './master-pipeline.js';
-import { redirectOf, sendFollowing } from './redirects.js';
+import { type Command, masterOf } from './master-pipeline.js';
+import { OneWriteSender } from './one-write.js';
 import type { ReplicaAck, ReplicationTimeout } from './replica-ack.js';
-import { type Reply, type ScriptCall, Scripts } from './scripts.js';
+import { type ScriptCall, Scripts } from './scripts.js';
 
 const CREDIT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 
@@ -37,17 +36,6 @@ interface OneWrite<T> {
   node: string;
   record: HoldRead | undefined;
   ack: ReplicationTimeout | null;
-}
-
-const scripts = new Map<string, ReturnType<typeof luaScript>>();
-/** A hold script's text and SHA1, hashed once. */
-function scriptOf(name: string): ReturnType<typeof luaScript> {
-  let s = scripts.get(name);
-  if (!s) {
-    s = luaScript(name);
-    scripts.set(name, s);
-  }
-  return s;
 }
 
 /** Replies the caller answers without the hold's state: nothing there, not yet there, or a refusal. */
@@ -68,7 +56,13 @@ export class RedisHoldStore implements HoldStore {
     private readonly options: RedisHoldStoreOptions,
   ) {
     this.scripts = new Scripts(redis, options.namespace, options.idempotencyWindowS);
+    this.sender = new OneWriteSender(redis, options);
+    this.sent = this.sender.sent;
   }
+
+  private readonly sender: OneWriteSender;
+  /** Hold script calls answered, sends that met a redirect, sends again as EVAL (one-write.ts). */
+  readonly sent: OneWriteSender['sent'];
 
   async reserve(
     shard: ShardRef,
@@ -129,70 +123,18 @@ export class RedisHoldStore implements HoldStore {
     return this.withRecord(r, shard, requestId, r.kind === 'extended' ? this.written(sent) : undefined, sent);
   }
 
-  /** Hold script calls answered; sends that met a redirect (the slot map was stale, or the slot is moving); and
-   * sends again as EVAL (the node had not cached the script: restarted, flushed, or a promoted replica). */
-  readonly sent = { calls: 0, redirected: 0, loaded: 0 };
-
-  /**
-   * A hold script on its shard's master's own connection, in one write with (`read`) the three HGETs and the
-   * EXISTS that read the hold's record after it, and at the `replica` level the WAIT: one round trip for what
-   * the cluster client sent as three commands in two or three round trips, each through a pipeline of its own.
-   * Redirects, TRYAGAIN and closed connections are followed as the group commit follows them (sendFollowing):
-   * every hold script is safe to send again, a Reserve replaying by its request id, a Confirm or Release
-   * answering the state it left, an Extend setting the same expiry again.
-   */
+  /** The hold script, and for Confirm, Release and ExtendHold the reads of the hold's record after it, in one
+   * write (one-write.ts); the record from those reads, or undefined when they were not sent or one failed (the
+   * slot moved right after the script: it is read again then). */
   private async send<T>(key: string, call: ScriptCall<T>, read?: { shard: ShardRef; requestId: string }): Promise<OneWrite<T>> {
-    const script = scriptOf(call.name);
     const reads: Command[] = [];
     if (read) {
       const { keys, field } = this.scripts.recordPlaces(read.shard, read.requestId);
       for (const k of keys) reads.push(['hget', k, field]);
       reads.push(['exists', key]);
     }
-    let done: Omit<OneWrite<T>, 'reply'> | undefined;
-    const reply = await sendFollowing<unknown>(undefined, {
-      owner: () => {
-        this.options.fence?.assertOpen(key);
-        return masterOf(this.redis, key);
-      },
-      refresh: () => void this.redis.refreshSlotsCache(),
-      send: async (node, asking) => {
-        let out = await this.oneWrite(node, asking, ['evalsha', script.sha, script.numberOfKeys, ...call.args], reads);
-        const refused = out?.results[0]?.[0];
-        if (refused?.message.startsWith('NOSCRIPT')) {
-          // Not run: sent again with its text, which also caches it on the node for the next call.
-          this.sent.loaded++;
-          out = await this.oneWrite(node, asking, ['eval', script.lua, script.numberOfKeys, ...call.args], reads);
-        }
-        if (!out) return undefined;
-        const [err, value] = out.results[0]!;
-        if (redirectOf(err)) this.sent.redirected++;
-        if (!err) done = { node, ack: out.ack, record: recordOf(out.results.slice(1)) };
-        return [err, value];
-      },
-    });
-    this.sent.calls++;
-    return { reply: call.parse(reply as Reply), ...done! };
-  }
-
-  /** `script` then (unless `asking`: an ASK covers only the command after ASKING) `reads`, and at the `replica`
-   * level the WAIT, in one write on `node`'s connection: the script's reply first, each read's after it.
-   * Undefined when `node` has no ready connection. */
-  private async oneWrite(
-    node: string,
-    asking: boolean,
-    script: Command,
-    reads: Command[],
-  ): Promise<{ results: [Error | null, unknown][]; ack: ReplicationTimeout | null } | undefined> {
-    const commands = asking ? [['asking'], script] : [script, ...reads];
-    const ack = this.options.replicaAck;
-    let out: { results: [Error | null, unknown][]; ack: ReplicationTimeout | null } | undefined;
-    if (ack) out = await ack.pipelineWithWait(node, commands);
-    else {
-      const results = await sendOnMaster(this.redis, node, commands);
-      out = results && { results, ack: null };
-    }
-    return out && asking ? { results: out.results.slice(1), ack: out.ack } : out;
+    const w = await this.sender.send(key, call, reads);
+    return { reply: w.reply, node: w.node, ack: w.ack, record: read ? recordOf(w.reads) : undefined };
   }
 
   /** Throws when the WAIT of the script's write said it did not reach enough replicas (null at `leader` level). */
@@ -205,21 +147,21 @@ export class RedisHoldStore implements HoldStore {
     await this.redis.sadd(holdIndexKey(this.options.namespace, indexPart(shard.tag)), indexMember(shard));
   }
 
-  /** The reply with the hold's record, read after the script and beside its ack (`acked`): the caller answers
-   * with the hold's state, and waiting for the ack before asking for it cost a round trip more. The read sees
-   * the script's write (it follows its reply) or anything later, as a read after the ack would. */
+  /** The reply with the hold's record as read in the script's own write (again beside the ack `acked` when that
+   * read could not be used): the caller answers with the hold's state. The read sees the script's write (it
+   * follows it) or anything later, as a read after the ack would. */
   private async withRecord<R extends { kind: string }>(
     r: R,
     shard: ShardRef,
     requestId: string,
     acked: Promise<void> | undefined,
-    sent: OneWrite<unknown> | undefined,
+    sent: OneWrite<unknown>,
   ): Promise<WithRecord<R>> {
     if (NO_RECORD.has(r.kind)) {
       await acked;
       return r;
     }
-    const [, record] = await Promise.all([acked, sent?.record !== undefined ? sent.record : this.read(shard, requestId)]);
+    const [, record] = await Promise.all([acked, sent.record !== undefined ? sent.record : this.read(shard, requestId)]);
     return { ...r, record };
   }
 
@@ -325,7 +267,7 @@ export async function recordValue(redis: Cluster, scripts: Scripts, shard: Shard
 
 /** The hold's record from the replies of the three HGETs and the EXISTS after its script; undefined when they
  * were not sent (an ASK) or one failed (the slot moved right after the script): it is read again then. */
-function recordOf(reads: [Error | null, unknown][]): HoldRead | undefined {
+function recordOf(reads: readonly [Error | null, unknown][]): HoldRead | undefined {
   if (reads.length !== 4 || reads.some(([e]) => e)) return undefined;
   const value = reads.slice(0, 3).find(([, v]) => v !== null)?.[1] as string | undefined;
   return holdReadOf(value ?? null, reads[3]![1] as number);

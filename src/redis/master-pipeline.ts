@@ -25,8 +25,8 @@ export function masterConnection(cluster: Cluster, nodeKey: string): Redis | und
 
 /**
  * Sends `commands` (then `after`, when given) on master `nodeKey`'s connection in one write. Undefined when
- * that master has no ready connection (the caller takes the cluster client's path); otherwise one [error,
- * reply] per command, `after` last.
+ * that master has no ready connection (the caller takes the cluster client's path, or waits; a connection not
+ * yet opened is opened for the next call); otherwise one [error, reply] per command, `after` last.
  */
 export async function sendOnMaster(
   cluster: Cluster,
@@ -35,7 +35,12 @@ export async function sendOnMaster(
   after?: Command,
 ): Promise<[Error | null, unknown][] | undefined> {
   const node = masterConnection(cluster, nodeKey);
-  if (node?.status !== 'ready') return undefined;
+  if (node?.status !== 'ready') {
+    // The cluster client connects a node's connection on its first command (lazily): a master that only ever
+    // got calls sent here would stay unconnected, and its callers on the slow path, for good.
+    if (node?.status === 'wait') node.connect().catch(() => {});
+    return undefined;
+  }
   const p = node.pipeline();
   const all = after ? [...commands, after] : commands;
   for (const [name, ...args] of all) p.call(name as string, ...args);

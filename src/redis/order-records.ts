@@ -1,9 +1,11 @@
 // OrderRecords on Redis Cluster: each order's record is one hash in its own slot (order-open-1.lua,
-// order-move-1.lua); the sweeper's due-lists are a few sorted sets spread over the cluster.
+// order-move-1.lua, each sent again safely: a repeat answers the record as the first run left it); the
+// sweeper's due-lists are a few sorted sets spread over the cluster.
 import type { Cluster } from 'ioredis';
 import { fnv1a } from '../domain/routing.js';
 import type { OrderMoveResult, OrderOpenResult, OrderRecord, OrderRecords, OrderState } from '../domain/ports.js';
 import { ORDER_DUE_LISTS, orderDueKey, orderKey } from './keys.js';
+import { OneWriteSender } from './one-write.js';
 import type { ReplicaAck } from './replica-ack.js';
 import { Scripts } from './scripts.js';
 
@@ -26,16 +28,26 @@ export class RedisOrderRecords implements OrderRecords {
     private readonly options: RedisOrderRecordsOptions,
   ) {
     this.scripts = new Scripts(redis, options.namespace, options.idempotencyWindowS);
+    this.sender = new OneWriteSender(redis, options);
+    this.sent = this.sender.sent;
   }
+
+  /** Opens and moves go out as one write each, with their WAIT (one-write.ts). */
+  private readonly sender: OneWriteSender;
+  /** Those writes answered, those that met a redirect, those sent again as EVAL. */
+  readonly sent: OneWriteSender['sent'];
 
   async open(spec: Pick<OrderRecord, 'orderId' | 'kind' | 'userId' | 'items' | 'ttlMs'>, nowMs: number): Promise<OrderOpenResult> {
     const key = orderKey(this.options.namespace, spec.orderId);
-    const owner = this.beforeWrite(key);
     const items = JSON.stringify(spec.items.map((i) => ({ couponId: i.couponId, quantity: i.quantity })));
-    const r = await this.scripts.orderOpen(spec.orderId, { ...spec, items }, nowMs, this.options.idempotencyWindowS);
+    const sent = await this.sender.send(
+      key,
+      this.scripts.orderOpenCall(spec.orderId, { ...spec, items }, nowMs, this.options.idempotencyWindowS),
+    );
+    const r = sent.reply;
     if (r.kind === 'conflict') return { kind: 'conflict', field: r.field as 'kind' | 'user_id' | 'items', recorded: r.recorded };
     if (r.kind === 'created') {
-      await this.replicated(key, owner);
+      if (sent.ack) throw sent.ack;
       return {
         kind: 'created',
         record: {
@@ -49,7 +61,7 @@ export class RedisOrderRecords implements OrderRecords {
         },
       };
     }
-    await this.vouch(key, owner);
+    await this.vouch(key, sent.node);
     return { kind: 'found', record: parseRecord(spec.orderId, r.fields) };
   }
 
@@ -66,16 +78,17 @@ export class RedisOrderRecords implements OrderRecords {
     if (s.expiresAtMs !== undefined) set.push('x', s.expiresAtMs);
     if (s.abort !== undefined) set.push('ab', s.abort);
     if (s.refused !== undefined) set.push('rf', JSON.stringify(s.refused));
-    const owner = this.beforeWrite(key);
-    const r = await this.scripts.orderMove(orderId, from, to, nowMs, opts.notAfterMs ?? 0, set);
+    const sent = await this.sender.send(key, this.scripts.orderMoveCall(orderId, from, to, nowMs, opts.notAfterMs ?? 0, set));
+    const r = sent.reply;
     if (r.kind === 'missing') return r;
     const record = parseRecord(orderId, r.fields);
     if (r.kind === 'moved') {
-      await this.replicated(key, owner);
+      // The WAIT went out in the script's own write (one-write.ts).
+      if (sent.ack) throw sent.ack;
       return { kind: 'moved', record };
     }
     // Someone else's decision is followed only once it is as durable as our own would have been.
-    await this.vouch(key, owner);
+    await this.vouch(key, sent.node);
     return { kind: r.kind, record };
   }
 
@@ -106,11 +119,6 @@ export class RedisOrderRecords implements OrderRecords {
 
   private dueKey(orderId: string): string {
     return orderDueKey(this.options.namespace, fnv1a(orderId) % ORDER_DUE_LISTS);
-  }
-
-  private beforeWrite(key: string): string | undefined {
-    this.options.fence?.assertOpen(key);
-    return this.options.replicaAck?.owner(key);
   }
 
   private async replicated(key: string, owner: string | undefined): Promise<void> {

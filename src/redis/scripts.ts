@@ -97,11 +97,11 @@ export function parseShardBatch(ops: readonly BatchOp[], flat: Reply): BatchRepl
 }
 
 /** The registered script function (defineCommand in cluster.ts), looked up once. */
-/** A hold script's call built apart from its sending: `name` and `args` (its keys, then its values) are what
- * the registered command takes, and what EVALSHA takes after the script's SHA1 and key count; a caller that
- * sends the script on its master's connection itself (hold-store.ts) parses the reply with `parse`. */
+/** A script's call built apart from its sending: `name` and `args` (its keys, then its values) are what the
+ * registered command takes, and what EVALSHA takes after the script's SHA1 and key count; a caller that sends
+ * the script in one write on its master's connection (one-write.ts) parses the reply with `parse`. */
 export interface ScriptCall<T> {
-  name: 'holdReserve' | 'holdConfirm' | 'holdRelease' | 'holdExtend';
+  name: 'holdReserve' | 'holdConfirm' | 'holdRelease' | 'holdExtend' | 'orderOpen' | 'orderMove';
   args: Arg[];
   parse(r: Reply): T;
 }
@@ -711,47 +711,56 @@ export class Scripts {
   }
 
   /** order-open-1.lua: created, the existing record's fields (HGETALL), or the field a reuse differs in. */
-  async orderOpen(
+  orderOpenCall(
     orderId: string,
     spec: { kind: string; userId: string; items: string; ttlMs: number },
     nowMs: number,
     windowS: number,
-  ): Promise<{ kind: 'created' } | { kind: 'found'; fields: string[] } | { kind: 'conflict'; field: string; recorded: string }> {
-    const r = (await this.fn.orderOpen(
-      orderKey(this.namespace, orderId),
-      spec.kind,
-      spec.userId,
-      spec.items,
-      spec.ttlMs,
-      nowMs,
-      windowS,
-    )) as Reply;
-    const code = Number(r[0]);
-    if (code === 0) return { kind: 'created' };
-    if (code === 1) return { kind: 'found', fields: r.slice(1).map(String) };
-    if (code === -3) return { kind: 'conflict', field: String(r[1]), recorded: String(r[2]) };
-    throw new Error(`order-open-1.lua returned unknown code ${code}`);
+  ): ScriptCall<OrderOpenReply> {
+    const args = [orderKey(this.namespace, orderId), spec.kind, spec.userId, spec.items, spec.ttlMs, nowMs, windowS];
+    return { name: 'orderOpen', args, parse: parseOrderOpen };
   }
 
   /** order-move-1.lua: the record's fields (HGETALL) after the attempt, and whether it moved. */
-  async orderMove(
+  orderMoveCall(
     orderId: string,
     from: string[],
     to: string,
     nowMs: number,
     notAfterMs: number,
     set: (string | number)[],
-  ): Promise<{ kind: 'moved' | 'late' | 'other'; fields: string[] } | { kind: 'missing' }> {
+  ): ScriptCall<OrderMoveReply> {
     const keepS = 2 * this.windowS + 60;
-    const r = (await this.fn.orderMove(orderKey(this.namespace, orderId), from.join(','), to, nowMs, notAfterMs, keepS, ...set)) as Reply;
-    const code = Number(r[0]);
-    if (code === -4) return { kind: 'missing' };
-    const fields = r.slice(1).map(String);
-    if (code === 0) return { kind: 'moved', fields };
-    if (code === -1) return { kind: 'late', fields };
-    if (code === 1) return { kind: 'other', fields };
-    throw new Error(`order-move-1.lua returned unknown code ${code}`);
+    return {
+      name: 'orderMove',
+      args: [orderKey(this.namespace, orderId), from.join(','), to, nowMs, notAfterMs, keepS, ...set],
+      parse: parseOrderMove,
+    };
   }
+}
+
+export type OrderOpenReply =
+  | { kind: 'created' }
+  | { kind: 'found'; fields: string[] }
+  | { kind: 'conflict'; field: string; recorded: string };
+export type OrderMoveReply = { kind: 'moved' | 'late' | 'other'; fields: string[] } | { kind: 'missing' };
+
+function parseOrderOpen(r: Reply): OrderOpenReply {
+  const code = Number(r[0]);
+  if (code === 0) return { kind: 'created' };
+  if (code === 1) return { kind: 'found', fields: r.slice(1).map(String) };
+  if (code === -3) return { kind: 'conflict', field: String(r[1]), recorded: String(r[2]) };
+  throw new Error(`order-open-1.lua returned unknown code ${code}`);
+}
+
+function parseOrderMove(r: Reply): OrderMoveReply {
+  const code = Number(r[0]);
+  if (code === -4) return { kind: 'missing' };
+  const fields = r.slice(1).map(String);
+  if (code === 0) return { kind: 'moved', fields };
+  if (code === -1) return { kind: 'late', fields };
+  if (code === 1) return { kind: 'other', fields };
+  throw new Error(`order-move-1.lua returned unknown code ${code}`);
 }
 
 function parseDeduct(r: Reply): DeductScriptResult {
