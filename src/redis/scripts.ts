@@ -177,12 +177,6 @@ export class Scripts {
     shardRebuild: ScriptFn;
     recordRestore: ScriptFn;
     refuseMark: ScriptFn;
-    orderOpen: ScriptFn;
-    orderMove: ScriptFn;
-    holdReserve: ScriptFn;
-    holdConfirm: ScriptFn;
-    holdRelease: ScriptFn;
-    holdExtend: ScriptFn;
     holdExpire: ScriptFn;
     holdDue: ScriptFn;
     holdsOpen: ScriptFn;
@@ -217,12 +211,6 @@ export class Scripts {
       shardRebuild: scriptFn(redis, 'shardRebuild'),
       recordRestore: scriptFn(redis, 'recordRestore'),
       refuseMark: scriptFn(redis, 'refuseMark'),
-      orderOpen: scriptFn(redis, 'orderOpen'),
-      orderMove: scriptFn(redis, 'orderMove'),
-      holdReserve: scriptFn(redis, 'holdReserve'),
-      holdConfirm: scriptFn(redis, 'holdConfirm'),
-      holdRelease: scriptFn(redis, 'holdRelease'),
-      holdExtend: scriptFn(redis, 'holdExtend'),
       holdExpire: scriptFn(redis, 'holdExpire'),
       holdDue: scriptFn(redis, 'holdDue'),
       holdsOpen: scriptFn(redis, 'holdsOpen'),
@@ -329,16 +317,6 @@ export class Scripts {
 
   /** hold-reserve-7.lua: the same results as deduct-7.lua; a new hold carries its expiry. A replay of a hold
    * is 'replay' (its state is read with HoldStore.read). */
-  holdReserve(
-    shard: ShardRef,
-    input: DeductScriptInput & { ttlMs: number },
-    credits: readonly Credit[],
-    creditEpoch: string,
-    creditRetentionMs: number,
-  ): Promise<DeductScriptResult> {
-    return this.run(this.holdReserveCall(shard, input, credits, creditEpoch, creditRetentionMs));
-  }
-
   holdReserveCall(
     shard: ShardRef,
     input: DeductScriptInput & { ttlMs: number },
@@ -375,10 +353,6 @@ export class Scripts {
   }
 
   /** hold-confirm-7.lua. */
-  holdConfirm(shard: ShardRef, requestId: string, keep: number): Promise<HoldConfirmReply> {
-    return this.run(this.holdConfirmCall(shard, requestId, keep));
-  }
-
   holdConfirmCall(shard: ShardRef, requestId: string, keep: number): ScriptCall<HoldConfirmReply> {
     const k = this.keys(shard);
     const now = this.clock();
@@ -402,10 +376,6 @@ export class Scripts {
   }
 
   /** hold-release-6.lua. */
-  holdRelease(shard: ShardRef, requestId: string): Promise<HoldReleaseReply> {
-    return this.run(this.holdReleaseCall(shard, requestId));
-  }
-
   holdReleaseCall(shard: ShardRef, requestId: string): ScriptCall<HoldReleaseReply> {
     const k = this.keys(shard);
     const [r0, r1, r2] = this.buckets(k, 'records', this.clock());
@@ -417,20 +387,11 @@ export class Scripts {
   }
 
   /** hold-extend-5.lua. */
-  holdExtend(shard: ShardRef, requestId: string, ttlMs: number): Promise<HoldExtendReply> {
-    return this.run(this.holdExtendCall(shard, requestId, ttlMs));
-  }
-
   holdExtendCall(shard: ShardRef, requestId: string, ttlMs: number): ScriptCall<HoldExtendReply> {
     const k = this.keys(shard);
     const [r0, r1, r2] = this.buckets(k, 'records', this.clock());
     const args = [k.shard, r0, r1, r2, k.holds, requestId, recordField(requestId), ttlMs, this.windowS];
     return { name: 'holdExtend', args, parse: parseHoldExtend };
-  }
-
-  /** A call built by one of the *Call methods, sent through the cluster client's registered command. */
-  async run<T>(call: ScriptCall<T>): Promise<T> {
-    return call.parse((await this.fn[call.name](...call.args)) as Reply);
   }
 
   /** hold-due-1.lua: open holds on the shard, and up to `limit` due ones ("<requestId>|<userId>"). */
