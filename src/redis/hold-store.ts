@@ -91,36 +91,36 @@ export class RedisHoldStore implements HoldStore {
   }
 
   async confirm(shard: ShardRef, requestId: string, keep: number): Promise<WithRecord<HoldConfirmReply>> {
-    const sent = await this.send(this.scripts.keys(shard).shard, this.scripts.holdConfirmCall(shard, requestId, keep), {
-      shard,
-      requestId,
-    });
+    const read = { shard, requestId };
+    const sent = await this.send(this.scripts.keys(shard).shard, this.scripts.holdConfirmCall(shard, requestId, keep), read);
     const r = sent.reply;
-    if (r.kind === 'confirmed' || (r.kind === 'expired' && r.released > 0))
-      return this.withRecord(r, shard, requestId, this.written(sent), sent);
     // An answer about an earlier write (a replay, a hold already released or expired) vouches for it.
-    if (r.kind === 'replay' || r.kind === 'expired' || r.kind === 'released')
-      return this.withRecord(r, shard, requestId, this.vouch(shard, sent.node), sent);
-    return this.withRecord(r, shard, requestId, undefined, sent);
+    const ack =
+      r.kind === 'confirmed' || (r.kind === 'expired' && r.released > 0)
+        ? 'wrote'
+        : r.kind === 'replay' || r.kind === 'expired' || r.kind === 'released'
+          ? 'vouch'
+          : 'none';
+    return this.answered(sent, read, ack);
   }
 
   async release(shard: ShardRef, requestId: string): Promise<WithRecord<HoldReleaseReply>> {
-    const sent = await this.send(this.scripts.keys(shard).shard, this.scripts.holdReleaseCall(shard, requestId), { shard, requestId });
+    const read = { shard, requestId };
+    const sent = await this.send(this.scripts.keys(shard).shard, this.scripts.holdReleaseCall(shard, requestId), read);
     const r = sent.reply;
-    if (r.kind === 'released' || (r.kind === 'expired' && r.released > 0))
-      return this.withRecord(r, shard, requestId, this.written(sent), sent);
-    if (r.kind === 'already_released' || r.kind === 'expired' || r.kind === 'confirmed')
-      return this.withRecord(r, shard, requestId, this.vouch(shard, sent.node), sent);
-    return this.withRecord(r, shard, requestId, undefined, sent);
+    const ack =
+      r.kind === 'released' || (r.kind === 'expired' && r.released > 0)
+        ? 'wrote'
+        : r.kind === 'already_released' || r.kind === 'expired' || r.kind === 'confirmed'
+          ? 'vouch'
+          : 'none';
+    return this.answered(sent, read, ack);
   }
 
   async extend(shard: ShardRef, requestId: string, ttlMs: number): Promise<WithRecord<HoldExtendReply>> {
-    const sent = await this.send(this.scripts.keys(shard).shard, this.scripts.holdExtendCall(shard, requestId, ttlMs), {
-      shard,
-      requestId,
-    });
-    const r = sent.reply;
-    return this.withRecord(r, shard, requestId, r.kind === 'extended' ? this.written(sent) : undefined, sent);
+    const read = { shard, requestId };
+    const sent = await this.send(this.scripts.keys(shard).shard, this.scripts.holdExtendCall(shard, requestId, ttlMs), read);
+    return this.answered(sent, read, sent.reply.kind === 'extended' ? 'wrote' : 'none');
   }
 
   /** The hold script, and for Confirm, Release and ExtendHold the reads of the hold's record after it, in one
@@ -147,16 +147,19 @@ export class RedisHoldStore implements HoldStore {
     await this.redis.sadd(holdIndexKey(this.options.namespace, indexPart(shard.tag)), indexMember(shard));
   }
 
-  /** The reply with the hold's record as read in the script's own write (again beside the ack `acked` when that
-   * read could not be used): the caller answers with the hold's state. The read sees the script's write (it
-   * follows it) or anything later, as a read after the ack would. */
-  private async withRecord<R extends { kind: string }>(
-    r: R,
-    shard: ShardRef,
-    requestId: string,
-    acked: Promise<void> | undefined,
-    sent: OneWrite<unknown>,
+  /**
+   * The reply with the hold's record as read in the script's own write (read again when that read could not be
+   * used), once the ack the answer needs is in: the script's own WAIT (`wrote`), a vouch for the earlier write
+   * the answer is about (`vouch`), or none. The read sees the script's write (it follows it) or anything later,
+   * as a read after the ack would.
+   */
+  private async answered<R extends { kind: string }>(
+    sent: OneWrite<R>,
+    { shard, requestId }: { shard: ShardRef; requestId: string },
+    ack: 'wrote' | 'vouch' | 'none',
   ): Promise<WithRecord<R>> {
+    const r = sent.reply;
+    const acked = ack === 'wrote' ? this.written(sent) : ack === 'vouch' ? this.vouch(shard, sent.node) : undefined;
     if (NO_RECORD.has(r.kind)) {
       await acked;
       return r;
