@@ -13,6 +13,7 @@ afterAll(async () => {
 });
 
 const cli = (args: string[]) => runCli(t.grpcAddr, args);
+// biome-ignore lint/suspicious/noExplicitAny: parsed JSON, whose fields the assertions walk
 const json = (r: CliRun) => onlyJson<Record<string, any>>(r);
 
 describe('shardstock reserve / confirm / release / extend', () => {

@@ -41,6 +41,7 @@ function cli(args: string[], env: Record<string, string> = {}, addr = t.grpcAddr
 }
 
 /** The one JSON object a --json command printed. */
+// biome-ignore lint/suspicious/noExplicitAny: parsed JSON, whose fields the assertions walk
 function json(r: Run): Record<string, any> {
   const lines = r.stdout.trim().split('\n');
   expect(lines, `stdout: ${r.stdout}\nstderr: ${r.stderr}`).toHaveLength(1);

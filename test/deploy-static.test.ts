@@ -32,6 +32,7 @@ const ROOT = new URL('..', import.meta.url).pathname;
 const DEPLOY = join(ROOT, 'deploy');
 const read = (rel: string) => readFileSync(join(ROOT, rel), 'utf8');
 
+// biome-ignore lint/suspicious/noExplicitAny: parsed YAML, whose fields the assertions walk
 type Doc = Record<string, any>;
 
 function yamlDocs(rel: string): Doc[] {

@@ -44,6 +44,7 @@ describe('hold full pass', () => {
       }
     }
     for (let part = 0; part < HOLD_INDEX_PARTS; part++) await a.app.redis.del(holdIndexKey(a.namespace, part));
+    // biome-ignore lint/complexity/useLiteralKeys: a private member, reached by the test on purpose
     expect((await a.app.holdSweeper['store'].indexed()).length).toBe(0);
 
     const zcard0 = await masterCalls('zcard');
@@ -54,6 +55,7 @@ describe('hold full pass', () => {
     const scriptCalls = (await masterCalls('evalsha')) + (await masterCalls('eval')) - scripts0;
 
     expect(a.app.holdSweeper.stats.reindexed - before).toBe(want.size);
+    // biome-ignore lint/complexity/useLiteralKeys: a private member, reached by the test on purpose
     const found = (await a.app.holdSweeper['store'].indexed()) as ShardRef[];
     expect(new Set(found.map((s) => `${s.couponId}|${s.index}`))).toEqual(want);
     // 600 shards, each counted once (Redis counts a script's ZCARDs under zcard too), in slices of 256 shards:
@@ -90,6 +92,7 @@ describe('hold full pass', () => {
 
     // The store's pass groups by master, so the same shards in any order are all counted.
     for (let part = 0; part < HOLD_INDEX_PARTS; part++) await a.app.redis.del(holdIndexKey(a.namespace, part));
+    // biome-ignore lint/complexity/useLiteralKeys: a private member, reached by the test on purpose
     const added = await a.app.holdSweeper['store'].reindex([...shards].reverse());
     expect(added).toBe(held.size);
   }, 60_000);

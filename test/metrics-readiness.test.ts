@@ -16,7 +16,10 @@ const dirOf = (port: number) => join(ROOT, '.data', 'readiness', 'redis', String
 const nm = (p: string) => fileURLToPath(new URL(`../node_modules/${p}`, import.meta.url));
 
 let t: TestApp;
-let health: grpc.Client & { Check: Function };
+type HealthReply = { status: string };
+let health: grpc.Client & {
+  Check(req: { service: string }, cb: (err: grpc.ServiceError | null, res: HealthReply) => void): void;
+};
 
 beforeAll(async () => {
   await createRedisCluster(PORTS, dirOf);
@@ -25,6 +28,7 @@ beforeAll(async () => {
     includeDirs: [nm('grpc-health-check/proto')],
     enums: String,
   });
+  // biome-ignore lint/suspicious/noExplicitAny: a package definition loaded at run time, walked by name
   const Health = (grpc.loadPackageDefinition(def) as any).grpc.health.v1.Health as grpc.ServiceClientConstructor;
   health = new Health(t.grpcAddr, grpc.credentials.createInsecure()) as never;
 }, 90_000);

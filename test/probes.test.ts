@@ -14,13 +14,17 @@ const nm = (p: string) => fileURLToPath(new URL(`../node_modules/${p}`, import.m
 const HEALTHCHECK = fileURLToPath(new URL('../deploy/healthcheck.mjs', import.meta.url));
 
 let t: TestApp;
-let health: grpc.Client & { Check: Function };
+type HealthReply = { status: string };
+let health: grpc.Client & {
+  Check(req: { service: string }, cb: (err: grpc.ServiceError | null, res: HealthReply) => void): void;
+};
 beforeAll(async () => {
   t = await startTestApp();
   const def = protoLoader.loadSync(nm('grpc-health-check/proto/health/v1/health.proto'), {
     includeDirs: [nm('grpc-health-check/proto')],
     enums: String,
   });
+  // biome-ignore lint/suspicious/noExplicitAny: a package definition loaded at run time, walked by name
   const Health = (grpc.loadPackageDefinition(def) as any).grpc.health.v1.Health as grpc.ServiceClientConstructor;
   health = new Health(t.grpcAddr, grpc.credentials.createInsecure()) as never;
 });

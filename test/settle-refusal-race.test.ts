@@ -1,3 +1,4 @@
+// biome-ignore-all lint/suspicious/noExplicitAny: a stand-in for MikroORM's entity manager that gates the transaction's first statement
 // Two copies of one deduction (a republish after JetStream's 2-minute duplicate window while the first copy is
 // still held, which lasts up to 5 minutes): copy A is refused while copy B's careful transaction has read the
 // ledger and waits; a restock commits; B then takes the coupon lock and settles. B decided from a snapshot taken
@@ -27,7 +28,6 @@ it('when a second copy of a deduction settles while the first is being refused, 
   const gate = new Promise<void>((r) => (release = r));
   let readDone!: () => void;
   const reached = new Promise<void>((r) => (readDone = r));
-  // biome-ignore lint/suspicious/noExplicitAny: a stand-in for MikroORM that gates the transaction's first statement
   const proxyOrm: any = {
     em: {
       fork() {

@@ -18,7 +18,13 @@ describe('SoldOutCache', () => {
 
   it('when stock is returned, then the flag drops before its TTL', () => {
     const listeners: ((id: string) => void)[] = [];
-    const cache = new SoldOutCache(60_000, { stockReturned: () => {}, onStockReturned: (l) => (listeners.push(l), () => {}) });
+    const cache = new SoldOutCache(60_000, {
+      stockReturned: () => {},
+      onStockReturned: (l) => {
+        listeners.push(l);
+        return () => {};
+      },
+    });
     cache.mark('c', cache.stamp());
     expect(cache.isSoldOut('c')).toBe(true);
     for (const l of listeners) l('c');

@@ -1,3 +1,4 @@
+// biome-ignore-all lint/suspicious/noExplicitAny: clients loaded from .proto files at run time, as grpcurl-like tools see the port
 // The two ports: grpc-js (with reflection and health) and Connect/JSON over HTTP/1.1 and h2c.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect as h2connect } from 'node:http2';

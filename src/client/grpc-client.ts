@@ -110,7 +110,7 @@ export function createInventoryClient(
   options: grpc.ClientOptions = {},
   credentials = grpc.credentials.createInsecure(),
 ): InventoryClient {
-  const raw = new Ctor(addr, credentials, options) as unknown as grpc.Client & Record<string, Function>;
+  const raw = new Ctor(addr, credentials, options) as unknown as grpc.Client & Record<string, (...args: unknown[]) => unknown>;
   const unary =
     <Req, Res>(name: string, schema: Parameters<typeof create>[0]) =>
     (req: Req, o?: CallOptions) =>
