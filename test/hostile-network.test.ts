@@ -1,12 +1,13 @@
 // Hostile networks against a real instance, on both ports: resets before the first byte, a header that never
-// ends, thousands of idle connections, thousands of HTTP/2 streams that never finish on one connection, a
-// WatchStock flood from one caller, oversized headers. After each, the instance still answers a health check
+// ends, thousands of idle connections, thousands of HTTP/2 streams that never finish on one connection,
+// thousands of Deducts each reset as soon as sent (rapid reset), a WatchStock flood from one caller, oversized headers. After each, the instance still answers a health check
 // and a Deduct within 1 s, and what it refused shows on /metrics by reason.
 import { connect as connectHttp2, constants as h2c } from 'node:http2';
 import { connect as connectTcp, type Socket } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { create, toBinary } from '@bufbuild/protobuf';
+import { DeductOutcome, DeductRequestSchema } from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 
 const LIMITS = {
@@ -114,6 +115,30 @@ const hpack = (headers: [string, string][]) =>
     headers.map(([n, v]) => Buffer.concat([Buffer.from([0x00, n.length]), Buffer.from(n), Buffer.from([v.length]), Buffer.from(v)])),
   );
 const END_HEADERS = 0x4;
+const END_STREAM = 0x1;
+const u32 = (n: number) => {
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(n);
+  return b;
+};
+/** A gRPC message frame: uncompressed, length-prefixed. */
+const grpcMessage = (body: Uint8Array) => Buffer.concat([Buffer.from([0]), u32(body.length), body]);
+
+/** Reads HTTP/2 frames off `s` until it closes: the GOAWAY's error code (-1 when none came). */
+function goawayOf(s: Socket): () => number {
+  let buf = Buffer.alloc(0);
+  let goaway = -1;
+  s.on('data', (d: Buffer) => {
+    buf = Buffer.concat([buf, d]);
+    while (buf.length >= 9) {
+      const len = buf.readUIntBE(0, 3);
+      if (buf.length < 9 + len) break;
+      if (buf.readUInt8(3) === 0x7) goaway = buf.readUInt32BE(13);
+      buf = buf.subarray(9 + len);
+    }
+  });
+  return () => goaway;
+}
 
 describe('hostile network, both ports', () => {
   it('when 20 clients per port connect and reset before their first byte, then nothing else is affected', async () => {
@@ -241,6 +266,81 @@ describe('hostile network, both ports', () => {
     expect(refusals(after, 'http', 'request_timeout') + refusals(after, 'http', 'protocol_error')).toBeGreaterThan(
       refusals(before, 'http', 'request_timeout') + refusals(before, 'http', 'protocol_error'),
     );
+  });
+
+  it('when 3,000 Deducts per port are each reset as soon as sent (HTTP/2 rapid reset), then the instance serves on and every deduction was applied once or not at all', async () => {
+    const id = uniqueId('rr');
+    const STOCK = 100_000n;
+    await t.client.createCoupon({ couponId: id, totalStock: STOCK, shardCount: 4 });
+    const N = 3000;
+    const ids: string[] = [];
+    const ports = [
+      [
+        'grpc',
+        grpcPort,
+        'application/grpc',
+        (rid: string) =>
+          grpcMessage(toBinary(DeductRequestSchema, create(DeductRequestSchema, { couponId: id, requestId: rid, quantity: 1n }))),
+      ],
+      ['http', httpPort, 'application/json', (rid: string) => Buffer.from(JSON.stringify({ couponId: id, requestId: rid, quantity: '1' }))],
+    ] as const;
+    for (const [name, port, contentType, body] of ports) {
+      const s = await openSocket(port);
+      const goaway = goawayOf(s);
+      const t0 = performance.now();
+      const frames: Buffer[] = [PREFACE, SETTINGS];
+      for (let i = 0; i < N; i++) {
+        const rid = `rr-${name}-${i}`;
+        ids.push(rid);
+        const stream = 1 + 2 * i;
+        frames.push(
+          frame(
+            0x1,
+            END_HEADERS,
+            stream,
+            hpack([
+              [':method', 'POST'],
+              [':scheme', 'http'],
+              [':path', '/inventory.v1.InventoryService/Deduct'],
+              [':authority', 'x'],
+              ['content-type', contentType],
+              ['te', 'trailers'],
+            ]),
+          ),
+          frame(0x0, END_STREAM, stream, body(rid)),
+          frame(0x3, 0, stream, u32(h2c.NGHTTP2_CANCEL)),
+        );
+      }
+      s.write(Buffer.concat(frames));
+      const ms = await closedAfter(s, t0).then(
+        (v) => v,
+        () => -1,
+      );
+      console.log(
+        `rapid reset, ${N} Deducts on one connection (${name}): GOAWAY code ${goaway()}, connection closed after ${Math.round(ms)} ms`,
+      );
+      // The peer is cut off (HTTP/2's reset-rate limit, CVE-2023-44487) rather than served stream after stream.
+      expect(goaway(), name).toBeGreaterThanOrEqual(0);
+      expect(ms, name).toBeGreaterThanOrEqual(0);
+      expect(ms, name).toBeLessThan(Number(LIMITS.SHARDSTOCK_REQUEST_TIMEOUT_MS));
+      await stillServes();
+    }
+    // Each request id again, as a caller retrying after its reset would: a replay is one the flood applied.
+    let fresh = 0;
+    let replayed = 0;
+    for (let i = 0; i < ids.length; i += 64) {
+      const answers = await Promise.all(ids.slice(i, i + 64).map((rid) => t.client.deduct({ couponId: id, requestId: rid, quantity: 1n })));
+      for (const a of answers) {
+        expect(a.outcome).toBe(DeductOutcome.DEDUCTED);
+        if (a.replayed) replayed++;
+        else fresh++;
+      }
+    }
+    const level = (await t.client.getStock({ couponId: id })).level!;
+    console.log(`rapid reset: ${replayed} of ${ids.length} Deducts were applied before their reset, ${fresh} by the retry`);
+    expect(fresh + replayed).toBe(ids.length);
+    // Once each: not one unit more or less than the distinct request ids.
+    expect(STOCK - level.available).toBe(BigInt(ids.length));
   });
 
   it('when one caller opens 50 WatchStock streams, then 20 are served, 30 are refused RESOURCE_EXHAUSTED, and closing them frees the slots', async () => {
