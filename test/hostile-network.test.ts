@@ -1,7 +1,8 @@
 // Hostile networks against a real instance, on both ports: resets before the first byte, a header that never
 // ends, thousands of idle connections, thousands of HTTP/2 streams that never finish on one connection,
-// thousands of Deducts each reset as soon as sent (rapid reset), a WatchStock flood from one caller, oversized headers. After each, the instance still answers a health check
-// and a Deduct within 1 s, and what it refused shows on /metrics by reason.
+// thousands of Deducts each reset as soon as sent (rapid reset), CONTINUATION and PING floods, a WatchStock
+// flood from one caller, oversized headers. After each, the instance still answers a health check and a Deduct
+// within 1 s, and what it refused shows on /metrics by reason.
 import { connect as connectHttp2, constants as h2c } from 'node:http2';
 import { connect as connectTcp, type Socket } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
@@ -341,6 +342,46 @@ describe('hostile network, both ports', () => {
     expect(fresh + replayed).toBe(ids.length);
     // Once each: not one unit more or less than the distinct request ids.
     expect(STOCK - level.available).toBe(BigInt(ids.length));
+  });
+
+  it('when a header block is flooded with CONTINUATION frames, or with 50,000 PINGs in one burst, then the peer is cut off and the instance serves on', async () => {
+    const rssBefore = process.memoryUsage().rss;
+    for (const [name, port] of [
+      ['grpc', grpcPort],
+      ['http', httpPort],
+    ] as const) {
+      // HEADERS without END_HEADERS, then 4 MiB of CONTINUATION frames that never end the block.
+      const c = await openSocket(port);
+      const cGoaway = goawayOf(c);
+      const t0 = performance.now();
+      const head = hpack([
+        [':method', 'POST'],
+        [':scheme', 'http'],
+        [':path', '/inventory.v1.InventoryService/GetStock'],
+        [':authority', 'x'],
+      ]);
+      const filler = frame(0x9, 0, 1, hpack([['x-filler', 'f'.repeat(120)]]));
+      const continuation = [PREFACE, SETTINGS, frame(0x1, 0, 1, head), ...Array.from({ length: 32_000 }, () => filler)];
+      c.write(Buffer.concat(continuation));
+      const cMs = await closedAfter(c, t0);
+      // 50,000 PINGs in one burst: the server must not queue an answer to each without bound.
+      const p = await openSocket(port);
+      const pGoaway = goawayOf(p);
+      const t1 = performance.now();
+      const ping = frame(0x6, 0, 0, Buffer.alloc(8));
+      p.write(Buffer.concat([PREFACE, SETTINGS, ...Array.from({ length: 50_000 }, () => ping)]));
+      const pMs = await Promise.race([closedAfter(p, t1), sleep(10_000).then(() => -1)]);
+      console.log(
+        `${name}: CONTINUATION flood cut after ${Math.round(cMs)} ms (GOAWAY ${cGoaway()}); PING flood cut after ${Math.round(pMs)} ms (GOAWAY ${pGoaway()})`,
+      );
+      expect(cMs, name).toBeLessThan(Number(LIMITS.SHARDSTOCK_HEADERS_TIMEOUT_MS) + 1000);
+      expect(pMs, name).toBeGreaterThanOrEqual(0);
+      p.destroy();
+      await stillServes();
+    }
+    const grown = (process.memoryUsage().rss - rssBefore) / 2 ** 20;
+    console.log(`RSS grew ${grown.toFixed(1)} MiB over both floods (client and server in one process)`);
+    expect(grown).toBeLessThan(200);
   });
 
   it('when one caller opens 50 WatchStock streams, then 20 are served, 30 are refused RESOURCE_EXHAUSTED, and closing them frees the slots', async () => {
