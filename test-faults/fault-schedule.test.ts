@@ -1,19 +1,28 @@
 // A randomized fault schedule (#11): Deducts (quantities 1–3, short deadlines, retries with the same id),
-// Compensates and Restocks over three instances (two in-process, one an OS process), interleaved with shard
+// holds (Reserve; then Confirm whole or in part, Release, or left to expire), Compensates and Restocks over three instances (two in-process, one an OS process), interleaved with shard
 // loss (a master flushed, as a restart without persistence does), a master SIGKILLed and promoted, and the
 // OS-process instance SIGKILLed and started again. Each schedule prints its seed: FAULT_SEED=<seed> replays it,
 // FAULT_SCHEDULES=<n> runs more (CI runs 2).
 //
-// At the end (every in-doubt id retried to a definitive answer, settlement caught up, one repair):
-//   units sold − units compensated ≤ stock + restocks, the ledger holds exactly the clients' DEDUCTED and
-//   COMPENSATED answers, no anomaly, and Reconcile is consistent.
+// At the end (every in-doubt id retried to a definitive answer, every open hold released, settlement caught up,
+// one repair):
+//   units sold (Deducts and confirmed holds) − units compensated ≤ stock + restocks, the ledger holds exactly the
+//   clients' DEDUCTED, CONFIRMED and COMPENSATED answers, nothing is left held, no anomaly, and Reconcile is
+//   consistent.
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { status } from '@grpc/grpc-js';
 import slotOf from 'cluster-key-slot';
 import { createInventoryClient, type InventoryClient } from '../src/client/grpc-client.js';
 import { allShards } from '../src/domain/routing.js';
-import { CompensateOutcome, DeductOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import {
+  CompensateOutcome,
+  ConfirmOutcome,
+  DeductOutcome,
+  HoldState,
+  ReleaseOutcome,
+  ReserveOutcome,
+} from '../src/gen/inventory/v1/inventory_pb.js';
 import { startTestApp, TEST_DB_URL, uniqueId, type TestApp } from '../test/support/harness.js';
 import { freePort } from '../test/support/ports.js';
 import { spawnTs } from '../test/support/processes.js';
@@ -96,11 +105,12 @@ async function spawnInstance(name: string): Promise<{ proc: ChildProcess; client
 }
 
 const RETRYABLE = new Set([status.UNAVAILABLE, status.DEADLINE_EXCEEDED, status.ABORTED, status.CANCELLED, status.INTERNAL]);
+const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
 
 describe('randomized fault schedule', () => {
   for (let n = 0; n < SCHEDULES; n++) {
     const seed = SEED + n;
-    it(`when Deduct/Compensate/Restock interleave with shard loss, a master kill and an instance kill (seed ${seed}), then nothing is oversold and the books agree`, async () => {
+    it(`when Deduct/hold/Compensate/Restock interleave with shard loss, a master kill and an instance kill (seed ${seed}), then nothing is oversold and the books agree`, async () => {
       console.log(`fault schedule seed ${seed} (replay: FAULT_SEED=${seed} FAULT_SCHEDULES=1)`);
       const r = rng(seed);
       let c = await spawnInstance(`sched-${seed}-0`);
@@ -121,6 +131,15 @@ describe('randomized fault schedule', () => {
         h.push(`${log.length}:${what}`);
         history.set(id, h);
       };
+      // Holds: the TTL of each Reserve, the hold id of each that answered HELD and is not ended yet, Reserves
+      // without a definitive answer, and Confirms without one (request id -> units to keep, 0 = all).
+      const ttlOf = new Map<string, number>();
+      const openHolds = new Map<string, string>();
+      const reserveInDoubt = new Set<string>();
+      const confirmInDoubt = new Map<string, number>();
+      // How holds were answered, by call and outcome (printed: what the schedule exercised).
+      const holdAnswers = new Map<string, number>();
+      const count = (what: string) => holdAnswers.set(what, (holdAnswers.get(what) ?? 0) + 1);
       let restocked = 0;
       let seq = 0;
       let masterKilled = false;
@@ -140,9 +159,57 @@ describe('randomized fault schedule', () => {
         }
       };
 
+      const tryReserve = async (requestId: string, deadlineMs: number) => {
+        try {
+          const res = await r
+            .pick(clients())
+            .reserve({ couponId, requestId, quantity: BigInt(quantityOf.get(requestId)!), ttlMs: ttlOf.get(requestId)! }, { deadlineMs });
+          reserveInDoubt.delete(requestId);
+          count(`reserve ${ReserveOutcome[res.outcome]}`);
+          note(requestId, `reserve ${ReserveOutcome[res.outcome]}${res.replayed ? ' (replayed)' : ''} ${HoldState[res.hold?.state ?? 0]}`);
+          if (res.outcome === ReserveOutcome.HELD && res.hold?.state === HoldState.HELD) openHolds.set(requestId, res.hold.holdId);
+        } catch (err) {
+          const code = (err as { code?: number }).code ?? -1;
+          note(requestId, `reserve ${status[code] ?? code} ${String((err as Error).message).slice(0, 80)}`);
+          if (!RETRYABLE.has(code)) throw err;
+          reserveInDoubt.add(requestId);
+        }
+      };
+
+      /** Confirm (keep units, 0 = all) or Release an open hold, retried with the same hold id until answered. */
+      const endHold = async (requestId: string, how: { keep: number } | 'release', tries = 30) => {
+        const holdId = openHolds.get(requestId)!;
+        for (let i = 0; i < tries; i++) {
+          try {
+            if (how === 'release') {
+              const res = await r.pick(clients()).release({ target: { case: 'holdId', value: holdId }, reason: 'schedule' });
+              note(requestId, `release ${ReleaseOutcome[res.outcome]}`);
+              count(`release ${ReleaseOutcome[res.outcome]}`);
+              // Only a Confirm this test sent can have confirmed it.
+              expect(res.outcome, requestId).not.toBe(ReleaseOutcome.CONFIRMED);
+            } else {
+              const res = await r.pick(clients()).confirm({ target: { case: 'holdId', value: holdId }, quantity: BigInt(how.keep) });
+              note(requestId, `confirm ${ConfirmOutcome[res.outcome]}${res.replayed ? ' (replayed)' : ''}`);
+              count(`confirm ${ConfirmOutcome[res.outcome]}`);
+              if (res.outcome === ConfirmOutcome.CONFIRMED) deducted.set(requestId, Number(res.hold!.confirmed));
+              confirmInDoubt.delete(requestId);
+            }
+            openHolds.delete(requestId);
+            return;
+          } catch (err) {
+            const code = (err as { code?: number }).code ?? -1;
+            note(requestId, `${how === 'release' ? 'release' : 'confirm'} ${status[code] ?? code}`);
+            if (!RETRYABLE.has(code)) throw err;
+            await sleep(100);
+          }
+        }
+        // Still unanswered: a Confirm may have run, so it is asked again at the end, never released.
+        if (how !== 'release') confirmInDoubt.set(requestId, how.keep);
+      };
+
       for (let step = 0; step < STEPS; step++) {
         const x = r.next();
-        if (x < 0.6) {
+        if (x < 0.45) {
           const ids = Array.from({ length: r.int(5, 25) }, () => `d${seed}-${seq++}`);
           for (const id of ids) quantityOf.set(id, r.int(1, 3));
           // Some ids are sent twice at once, and some earlier in-doubt ids are retried alongside.
@@ -150,6 +217,26 @@ describe('randomized fault schedule', () => {
           const batch = [...ids, ...ids.filter(() => r.next() < 0.2), ...retries];
           await Promise.all(batch.map((id) => tryDeduct(id, r.pick([80, 300, 2000]))));
           log.push(`deduct ${batch.length}`);
+        } else if (x < 0.6) {
+          // New holds, some short enough to expire during the schedule; and some open ones ended.
+          const ids = Array.from({ length: r.int(2, 8) }, () => `h${seed}-${seq++}`);
+          for (const id of ids) {
+            quantityOf.set(id, r.int(1, 3));
+            ttlOf.set(id, r.pick([1500, 60_000]));
+          }
+          const retries = [...reserveInDoubt].slice(0, 3);
+          await Promise.all([...ids, ...ids.filter(() => r.next() < 0.2), ...retries].map((id) => tryReserve(id, r.pick([80, 300, 2000]))));
+          // Not one whose Confirm is in doubt: only that Confirm, asked again, may end it.
+          const ending = [...openHolds.keys()].filter((id) => !confirmInDoubt.has(id) && r.next() < 0.6);
+          await Promise.all(
+            ending.map((id) => {
+              const y = r.next();
+              if (y < 0.45) return endHold(id, { keep: 0 });
+              if (y < 0.65) return endHold(id, { keep: r.int(1, quantityOf.get(id)!) });
+              return endHold(id, 'release');
+            }),
+          );
+          log.push(`hold ${ids.length}, end ${ending.length}`);
         } else if (x < 0.72) {
           const candidates = [...deducted.keys()].filter((id) => !compensated.has(id));
           if (candidates.length === 0) continue;
@@ -162,7 +249,7 @@ describe('randomized fault schedule', () => {
               break;
             } catch (err) {
               if (!RETRYABLE.has((err as { code?: number }).code ?? -1)) throw err;
-              await new Promise((res) => setTimeout(res, 100));
+              await sleep(100);
             }
           }
           log.push(`compensate ${id}`);
@@ -218,15 +305,54 @@ describe('randomized fault schedule', () => {
         (left) => left === 0,
         60_000,
       );
+      // Then every hold: in-doubt Reserves answered, in-doubt Confirms answered, and every hold still open
+      // released, so that nothing is held when the books are compared.
+      await waitFor(
+        'every in-doubt Reserve to be answered',
+        async () => {
+          await Promise.all([...reserveInDoubt].map((id) => tryReserve(id, 5000)));
+          return reserveInDoubt.size;
+        },
+        (left) => left === 0,
+        60_000,
+      );
+      await waitFor(
+        'every in-doubt Confirm to be answered',
+        async () => {
+          await Promise.all([...confirmInDoubt].map(([id, keep]) => endHold(id, { keep }, 3)));
+          return confirmInDoubt.size;
+        },
+        (left) => left === 0,
+        60_000,
+      );
+      await waitFor(
+        'every open hold to be released',
+        async () => {
+          await Promise.all([...openHolds.keys()].map((id) => endHold(id, 'release', 3)));
+          return openHolds.size;
+        },
+        (left) => left === 0,
+        60_000,
+      );
       const settledRec = await waitFor(
-        'settlement to catch up',
+        'settlement to catch up and every hold to be ended',
         () => a.client.reconcile({ couponId }),
-        (rec) => rec.outboxEvents === 0n && rec.jetstreamPending === 0n && rec.inFlightNet === 0n,
+        (rec) => rec.outboxEvents === 0n && rec.jetstreamPending === 0n && rec.inFlightNet === 0n && rec.redisHeld === 0n,
         90_000,
       );
       const sold = [...deducted.values()].reduce((s, q) => s + q, 0);
       const given = [...compensated.values()].reduce((s, q) => s + q, 0);
-      console.log(JSON.stringify({ seed, steps: log, sold, given, restocked, anomalies: Number(settledRec.anomalies) }));
+      console.log(
+        JSON.stringify({
+          seed,
+          steps: log,
+          sold,
+          given,
+          restocked,
+          holds: Object.fromEntries(holdAnswers),
+          anomalies: Number(settledRec.anomalies),
+        }),
+      );
       expect(sold - given).toBeLessThanOrEqual(stock + restocked);
 
       const rows = await a.app.orm.em
