@@ -1,24 +1,27 @@
 // A randomized fault schedule (#11): Deducts (quantities 1–3, short deadlines, retries with the same id),
-// holds (Reserve; then Confirm whole or in part, Release, or left to expire), Compensates and Restocks over three instances (two in-process, one an OS process), interleaved with shard
+// holds (Reserve; then Confirm whole or in part, Release, or left to expire), DeductOrders of two coupons,
+// Compensates and Restocks over three instances (two in-process, one an OS process), interleaved with shard
 // loss (a master flushed, as a restart without persistence does), a master SIGKILLed and promoted, and the
 // OS-process instance SIGKILLed and started again. Each schedule prints its seed: FAULT_SEED=<seed> replays it,
 // FAULT_SCHEDULES=<n> runs more (CI runs 2).
 //
 // At the end (every in-doubt id retried to a definitive answer, every open hold released, settlement caught up,
 // one repair):
-//   units sold (Deducts and confirmed holds) − units compensated ≤ stock + restocks, the ledger holds exactly the
-//   clients' DEDUCTED, CONFIRMED and COMPENSATED answers, nothing is left held, no anomaly, and Reconcile is
-//   consistent.
+//   per coupon, units sold (Deducts, confirmed holds, order items) − units compensated ≤ stock + restocks, the
+//   ledger holds exactly the clients' DEDUCTED, CONFIRMED and COMPENSATED answers, nothing is left held, no
+//   anomaly, and Reconcile is consistent.
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { status } from '@grpc/grpc-js';
 import slotOf from 'cluster-key-slot';
 import { createInventoryClient, type InventoryClient } from '../src/client/grpc-client.js';
+import { orderItemRequestId } from '../src/domain/ids.js';
 import { allShards } from '../src/domain/routing.js';
 import {
   CompensateOutcome,
   ConfirmOutcome,
   DeductOutcome,
+  OrderOutcome,
   HoldState,
   ReleaseOutcome,
   ReserveOutcome,
@@ -110,7 +113,7 @@ const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
 describe('randomized fault schedule', () => {
   for (let n = 0; n < SCHEDULES; n++) {
     const seed = SEED + n;
-    it(`when Deduct/hold/Compensate/Restock interleave with shard loss, a master kill and an instance kill (seed ${seed}), then nothing is oversold and the books agree`, async () => {
+    it(`when Deduct/hold/order/Compensate/Restock interleave with shard loss, a master kill and an instance kill (seed ${seed}), then nothing is oversold and the books agree`, async () => {
       console.log(`fault schedule seed ${seed} (replay: FAULT_SEED=${seed} FAULT_SCHEDULES=1)`);
       const r = rng(seed);
       let c = await spawnInstance(`sched-${seed}-0`);
@@ -119,6 +122,13 @@ describe('randomized fault schedule', () => {
       const stock = 300;
       await a.client.createCoupon({ couponId, totalStock: BigInt(stock), shardCount: 8 });
       const coupon = (await a.app.repo.find(couponId))!;
+      // The second item of every order: its own books, checked as the first coupon's are.
+      const otherId = uniqueId('sched-o');
+      const otherStock = 25;
+      await a.client.createCoupon({ couponId: otherId, totalStock: BigInt(otherStock), shardCount: 4 });
+      const otherDeducted = new Map<string, number>();
+      const orderItems = new Map<string, [number, number]>();
+      const orderInDoubt = new Set<string>();
 
       const deducted = new Map<string, number>();
       const quantityOf = new Map<string, number>();
@@ -137,7 +147,7 @@ describe('randomized fault schedule', () => {
       const openHolds = new Map<string, string>();
       const reserveInDoubt = new Set<string>();
       const confirmInDoubt = new Map<string, number>();
-      // How holds were answered, by call and outcome (printed: what the schedule exercised).
+      // How holds and orders were answered, by call and outcome (printed: what the schedule exercised).
       const holdAnswers = new Map<string, number>();
       const count = (what: string) => holdAnswers.set(what, (holdAnswers.get(what) ?? 0) + 1);
       let restocked = 0;
@@ -173,6 +183,36 @@ describe('randomized fault schedule', () => {
           note(requestId, `reserve ${status[code] ?? code} ${String((err as Error).message).slice(0, 80)}`);
           if (!RETRYABLE.has(code)) throw err;
           reserveInDoubt.add(requestId);
+        }
+      };
+
+      const tryOrder = async (orderId: string, deadlineMs: number) => {
+        const [q0, q1] = orderItems.get(orderId)!;
+        try {
+          const res = await r.pick(clients()).deductOrder(
+            {
+              requestId: orderId,
+              items: [
+                { couponId, quantity: BigInt(q0) },
+                { couponId: otherId, quantity: BigInt(q1) },
+              ],
+              ttlMs: 20_000,
+            },
+            { deadlineMs },
+          );
+          orderInDoubt.delete(orderId);
+          note(orderId, `order ${OrderOutcome[res.outcome]}${res.replayed ? ' (replayed)' : ''}`);
+          count(`order ${OrderOutcome[res.outcome]}`);
+          if (res.outcome === OrderOutcome.DEDUCTED) {
+            // Each item is a deduction under its own request id (the ledger's), on its own coupon.
+            deducted.set(orderItemRequestId(orderId, 0), q0);
+            otherDeducted.set(orderItemRequestId(orderId, 1), q1);
+          }
+        } catch (err) {
+          const code = (err as { code?: number }).code ?? -1;
+          note(orderId, `order ${status[code] ?? code} ${String((err as Error).message).slice(0, 80)}`);
+          if (!RETRYABLE.has(code)) throw err;
+          orderInDoubt.add(orderId);
         }
       };
 
@@ -237,7 +277,13 @@ describe('randomized fault schedule', () => {
             }),
           );
           log.push(`hold ${ids.length}, end ${ending.length}`);
-        } else if (x < 0.72) {
+        } else if (x < 0.67) {
+          const ids = Array.from({ length: r.int(2, 5) }, () => `o${seed}-${seq++}`);
+          for (const id of ids) orderItems.set(id, [r.int(1, 3), r.int(1, 2)]);
+          const retries = [...orderInDoubt].slice(0, 2);
+          await Promise.all([...ids, ...ids.filter(() => r.next() < 0.2), ...retries].map((id) => tryOrder(id, r.pick([300, 2000, 5000]))));
+          log.push(`order ${ids.length}`);
+        } else if (x < 0.74) {
           const candidates = [...deducted.keys()].filter((id) => !compensated.has(id));
           if (candidates.length === 0) continue;
           const id = r.pick(candidates);
@@ -253,7 +299,7 @@ describe('randomized fault schedule', () => {
             }
           }
           log.push(`compensate ${id}`);
-        } else if (x < 0.8) {
+        } else if (x < 0.81) {
           const q = r.int(5, 30);
           const rid = `restock-${seed}-${seq++}`;
           for (let i = 0; ; i++) {
@@ -270,12 +316,13 @@ describe('randomized fault schedule', () => {
         } else if (x < 0.9) {
           // A master restarts without persistence. (After the relay drained its outbox: events still in a
           // lost outbox are acknowledged deductions lost with Redis, which no recovery can bring back.)
-          await waitFor(
-            'the outboxes to drain',
-            () => a.client.reconcile({ couponId }),
-            (rec) => rec.outboxEvents === 0n,
-            30_000,
-          );
+          for (const id of [couponId, otherId])
+            await waitFor(
+              'the outboxes to drain',
+              () => a.client.reconcile({ couponId: id }),
+              (rec) => rec.outboxEvents === 0n,
+              30_000,
+            );
           const masters = (await cluster.nodes()).filter((m) => m.role === 'master');
           const m = r.pick(masters);
           await cli(m.port, 'flushall');
@@ -326,6 +373,15 @@ describe('randomized fault schedule', () => {
         60_000,
       );
       await waitFor(
+        'every in-doubt order to be answered',
+        async () => {
+          await Promise.all([...orderInDoubt].map((id) => tryOrder(id, 10_000)));
+          return orderInDoubt.size;
+        },
+        (left) => left === 0,
+        60_000,
+      );
+      await waitFor(
         'every open hold to be released',
         async () => {
           await Promise.all([...openHolds.keys()].map((id) => endHold(id, 'release', 3)));
@@ -334,46 +390,43 @@ describe('randomized fault schedule', () => {
         (left) => left === 0,
         60_000,
       );
-      const settledRec = await waitFor(
-        'settlement to catch up and every hold to be ended',
-        () => a.client.reconcile({ couponId }),
-        (rec) => rec.outboxEvents === 0n && rec.jetstreamPending === 0n && rec.inFlightNet === 0n && rec.redisHeld === 0n,
-        90_000,
-      );
-      const sold = [...deducted.values()].reduce((s, q) => s + q, 0);
-      const given = [...compensated.values()].reduce((s, q) => s + q, 0);
-      console.log(
-        JSON.stringify({
-          seed,
-          steps: log,
-          sold,
-          given,
-          restocked,
-          holds: Object.fromEntries(holdAnswers),
-          anomalies: Number(settledRec.anomalies),
-        }),
-      );
-      expect(sold - given).toBeLessThanOrEqual(stock + restocked);
-
-      const rows = await a.app.orm.em
-        .fork()
-        .execute<{ request_id: string; kind: string; quantity: number }[]>(
-          "select request_id, kind, quantity from stock_ledger where coupon_id = ? and kind in ('DEDUCT', 'COMPENSATE')",
-          [couponId],
+      /** One coupon's books against what its callers were told; its Reconcile once settled. */
+      const checkBooks = async (id: string, sold: Map<string, number>, given: Map<string, number>, limit: number) => {
+        const settledRec = await waitFor(
+          `settlement of ${id} to catch up and every hold to be ended`,
+          () => a.client.reconcile({ couponId: id }),
+          (rec) => rec.outboxEvents === 0n && rec.jetstreamPending === 0n && rec.inFlightNet === 0n && rec.redisHeld === 0n,
+          90_000,
         );
-      const ledgerDeducted = new Map(rows.filter((x) => x.kind === 'DEDUCT').map((x) => [x.request_id, Number(x.quantity)]));
-      const ledgerCompensated = new Set(rows.filter((x) => x.kind === 'COMPENSATE').map((x) => x.request_id));
-      const disputed = [...new Set([...ledgerDeducted.keys(), ...deducted.keys()])].filter(
-        (id) => ledgerDeducted.get(id) !== deducted.get(id),
-      );
-      if (disputed.length > 0)
-        console.log(JSON.stringify({ disputed: disputed.map((id) => [id, ledgerDeducted.get(id), history.get(id)]) }));
-      expect([...ledgerDeducted].sort()).toEqual([...deducted].sort());
-      expect([...ledgerCompensated].sort()).toEqual([...compensated.keys()].sort());
-      expect(settledRec.anomalies).toBe(0n);
-
-      const repaired = await a.client.reconcile({ couponId, repair: true });
-      expect(repaired.consistent).toBe(true);
+        const units = (m: Map<string, number>) => [...m.values()].reduce((t, q) => t + q, 0);
+        expect(units(sold) - units(given), id).toBeLessThanOrEqual(limit);
+        const rows = await a.app.orm.em
+          .fork()
+          .execute<{ request_id: string; kind: string; quantity: number }[]>(
+            "select request_id, kind, quantity from stock_ledger where coupon_id = ? and kind in ('DEDUCT', 'COMPENSATE')",
+            [id],
+          );
+        const ledgerDeducted = new Map(rows.filter((x) => x.kind === 'DEDUCT').map((x) => [x.request_id, Number(x.quantity)]));
+        const ledgerCompensated = new Set(rows.filter((x) => x.kind === 'COMPENSATE').map((x) => x.request_id));
+        const disputed = [...new Set([...ledgerDeducted.keys(), ...sold.keys()])].filter(
+          (rid) => ledgerDeducted.get(rid) !== sold.get(rid),
+        );
+        if (disputed.length > 0)
+          console.log(
+            JSON.stringify({
+              disputed: disputed.map((rid) => [rid, ledgerDeducted.get(rid), history.get(rid) ?? history.get(rid.replace(/:\d+$/, ''))]),
+            }),
+          );
+        expect([...ledgerDeducted].sort(), id).toEqual([...sold].sort());
+        expect([...ledgerCompensated].sort(), id).toEqual([...given.keys()].sort());
+        expect(settledRec.anomalies, id).toBe(0n);
+        const repaired = await a.client.reconcile({ couponId: id, repair: true });
+        expect(repaired.consistent, id).toBe(true);
+        return { sold: units(sold), given: units(given) };
+      };
+      const first = await checkBooks(couponId, deducted, compensated, stock + restocked);
+      const other = await checkBooks(otherId, otherDeducted, new Map(), otherStock);
+      console.log(JSON.stringify({ seed, steps: log, ...first, restocked, other, answers: Object.fromEntries(holdAnswers) }));
     });
   }
 });
