@@ -1,9 +1,9 @@
 // A randomized fault schedule (#11): Deducts (quantities 1–3, short deadlines, retries with the same id),
-// holds (Reserve; then Confirm whole or in part, Release, or left to expire), DeductOrders of two coupons,
-// Compensates and Restocks over three instances (two in-process, one an OS process), interleaved with shard
-// loss (a master flushed, as a restart without persistence does), a master SIGKILLed and promoted, and the
-// OS-process instance SIGKILLed and started again. Each schedule prints its seed: FAULT_SEED=<seed> replays it,
-// FAULT_SCHEDULES=<n> runs more (CI runs 2).
+// holds (Reserve; then Confirm whole or in part, Release, or left to expire), DeductOrders of two coupons
+// (some later compensated whole), Compensates and Restocks over three instances (two in-process, one an OS
+// process), interleaved with shard loss (a master flushed, as a restart without persistence does), a master
+// SIGKILLed and promoted, and the OS-process instance SIGKILLed and started again. Each schedule prints its
+// seed: FAULT_SEED=<seed> replays it, FAULT_SCHEDULES=<n> runs more (CI runs 2).
 //
 // At the end (every in-doubt id retried to a definitive answer, every open hold released, settlement caught up,
 // one repair):
@@ -129,6 +129,10 @@ describe('randomized fault schedule', () => {
       const otherDeducted = new Map<string, number>();
       const orderItems = new Map<string, [number, number]>();
       const orderInDoubt = new Set<string>();
+      const otherCompensated = new Map<string, number>();
+      /** Orders answered DEDUCTED, and those of them compensated as a whole. */
+      const ordersDeducted = new Set<string>();
+      const ordersCompensated = new Set<string>();
 
       const deducted = new Map<string, number>();
       const quantityOf = new Map<string, number>();
@@ -207,12 +211,62 @@ describe('randomized fault schedule', () => {
             // Each item is a deduction under its own request id (the ledger's), on its own coupon.
             deducted.set(orderItemRequestId(orderId, 0), q0);
             otherDeducted.set(orderItemRequestId(orderId, 1), q1);
+            ordersDeducted.add(orderId);
           }
         } catch (err) {
           const code = (err as { code?: number }).code ?? -1;
           note(orderId, `order ${status[code] ?? code} ${String((err as Error).message).slice(0, 80)}`);
           if (!RETRYABLE.has(code)) throw err;
           orderInDoubt.add(orderId);
+        }
+      };
+
+      /** Compensate of one deduction, retried until answered (undefined: never answered). */
+      const compensateOne = async (cid: string, requestId: string): Promise<CompensateOutcome | undefined> => {
+        for (let i = 0; i < 30; i++) {
+          try {
+            const res = await r.pick(clients()).compensate({ couponId: cid, requestId, reason: 'schedule' });
+            note(requestId, `compensate ${CompensateOutcome[res.outcome]}`);
+            return res.outcome;
+          } catch (err) {
+            if (!RETRYABLE.has((err as { code?: number }).code ?? -1)) throw err;
+            await sleep(100);
+          }
+        }
+        return undefined;
+      };
+      const givenBack = (o: CompensateOutcome | undefined) =>
+        o === CompensateOutcome.COMPENSATED || o === CompensateOutcome.ALREADY_COMPENSATED;
+
+      /** Compensate of a whole order (every item, on both coupons), retried until answered. */
+      const compensateOrder = async (orderId: string) => {
+        const [q0, q1] = orderItems.get(orderId)!;
+        const items = [
+          [couponId, orderItemRequestId(orderId, 0), q0, compensated],
+          [otherId, orderItemRequestId(orderId, 1), q1, otherCompensated],
+        ] as const;
+        for (let i = 0; i < 30; i++) {
+          try {
+            const res = await r.pick(clients()).compensate({ orderId, reason: 'schedule' });
+            note(orderId, `compensate order ${CompensateOutcome[res.outcome]}`);
+            count(`compensate order ${CompensateOutcome[res.outcome]}`);
+            if (givenBack(res.outcome)) for (const [, rid, q, given] of items) given.set(rid, q);
+            ordersCompensated.add(orderId);
+            return;
+          } catch (err) {
+            const code = (err as { code?: number }).code ?? -1;
+            note(orderId, `compensate order ${status[code] ?? code}`);
+            if (code === status.FAILED_PRECONDITION) {
+              // An item's deduction was not found (its record lost with a flushed master) and the others were
+              // given back: each item asked on its own says which.
+              count('compensate order FAILED_PRECONDITION');
+              for (const [cid, rid, q, given] of items) if (givenBack(await compensateOne(cid, rid))) given.set(rid, q);
+              ordersCompensated.add(orderId);
+              return;
+            }
+            if (!RETRYABLE.has(code)) throw err;
+            await sleep(100);
+          }
         }
       };
 
@@ -282,22 +336,18 @@ describe('randomized fault schedule', () => {
           for (const id of ids) orderItems.set(id, [r.int(1, 3), r.int(1, 2)]);
           const retries = [...orderInDoubt].slice(0, 2);
           await Promise.all([...ids, ...ids.filter(() => r.next() < 0.2), ...retries].map((id) => tryOrder(id, r.pick([300, 2000, 5000]))));
-          log.push(`order ${ids.length}`);
+          // Now and then an earlier order is given back whole.
+          const placed = [...ordersDeducted].filter((id) => !ordersCompensated.has(id));
+          if (placed.length > 0 && r.next() < 0.5) {
+            const id = r.pick(placed);
+            await compensateOrder(id);
+            log.push(`order ${ids.length}, compensate ${id}`);
+          } else log.push(`order ${ids.length}`);
         } else if (x < 0.74) {
           const candidates = [...deducted.keys()].filter((id) => !compensated.has(id));
           if (candidates.length === 0) continue;
           const id = r.pick(candidates);
-          for (let i = 0; i < 30; i++) {
-            try {
-              const res = await r.pick(clients()).compensate({ couponId, requestId: id, reason: 'schedule' });
-              if (res.outcome === CompensateOutcome.COMPENSATED || res.outcome === CompensateOutcome.ALREADY_COMPENSATED)
-                compensated.set(id, deducted.get(id)!);
-              break;
-            } catch (err) {
-              if (!RETRYABLE.has((err as { code?: number }).code ?? -1)) throw err;
-              await sleep(100);
-            }
-          }
+          if (givenBack(await compensateOne(couponId, id))) compensated.set(id, deducted.get(id)!);
           log.push(`compensate ${id}`);
         } else if (x < 0.81) {
           const q = r.int(5, 30);
@@ -425,7 +475,7 @@ describe('randomized fault schedule', () => {
         return { sold: units(sold), given: units(given) };
       };
       const first = await checkBooks(couponId, deducted, compensated, stock + restocked);
-      const other = await checkBooks(otherId, otherDeducted, new Map(), otherStock);
+      const other = await checkBooks(otherId, otherDeducted, otherCompensated, otherStock);
       console.log(JSON.stringify({ seed, steps: log, ...first, restocked, other, answers: Object.fromEntries(holdAnswers) }));
     });
   }
