@@ -1,12 +1,13 @@
 // Compensate on an order answers COMPENSATED only once every item's units are back: an item whose deduction
 // cannot be found (its record lost) leaves the order confirmed and the call refused, and a retry once the record
-// is back finishes the order without giving any item back twice.
+// is back finishes the order without giving any item back twice. An order whose own record is lost answers
+// NOT_FOUND, and a retry of its DeductOrder brings the record back.
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orderItemRequestId } from '../src/domain/ids.js';
 import { homeShard } from '../src/domain/routing.js';
 import { CompensateOutcome, OrderOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
-import { recordField } from '../src/redis/keys.js';
+import { orderKey, recordField } from '../src/redis/keys.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures, settled } from './support/settlement.js';
 import { rejection } from './support/rejection.js';
@@ -75,6 +76,44 @@ describe('Compensate on an order', () => {
     const again = await a.client.compensate({ couponId: '', requestId: '', orderId, reason: 'refund' });
     expect(again.outcome).toBe(CompensateOutcome.ALREADY_COMPENSATED);
 
+    for (const c of [x, y]) {
+      await settled(a.client, c);
+      const ledger = await ledgerFigures(a.app, c);
+      expect([ledger.deductRows, ledger.compensateRows, ledger.remaining, ledger.duplicates]).toEqual([1, 1, 10, 0]);
+    }
+  });
+
+  it('when the order record is lost with Redis, then Compensate answers NOT_FOUND (not NOT_DEDUCTED); a retry of the DeductOrder restores it without taking twice, and Compensate then gives every item back', async () => {
+    const x = uniqueId('olx');
+    const y = uniqueId('oly');
+    await a.client.createCoupon({ couponId: x, totalStock: 10n, shardCount: 2 });
+    await a.client.createCoupon({ couponId: y, totalStock: 10n, shardCount: 2 });
+    const orderId = uniqueId('ordl');
+    const order = {
+      requestId: orderId,
+      items: [
+        { couponId: x, quantity: 2n },
+        { couponId: y, quantity: 3n },
+      ],
+    };
+    expect((await a.client.deductOrder(order)).outcome).toBe(OrderOutcome.DEDUCTED);
+    // The record gone, as with its master and replicas; the items' deductions are untouched.
+    expect(await a.app.redis.del(orderKey(a.namespace, orderId))).toBe(1);
+
+    const lost = await a.client.compensate({ couponId: '', requestId: '', orderId, reason: 'refund' });
+    expect([lost.outcome, lost.items.length]).toEqual([CompensateOutcome.NOT_FOUND, 0]);
+    const never = await a.client.compensate({ couponId: '', requestId: '', orderId: uniqueId('never'), reason: 'refund' });
+    expect(never.outcome).toBe(CompensateOutcome.NOT_FOUND);
+    const levels = async () => Promise.all([x, y].map(async (c) => (await a.client.getStock({ couponId: c })).level?.available));
+    expect(await levels()).toEqual([8n, 7n]);
+
+    const retried = await a.client.deductOrder(order);
+    expect(retried.outcome).toBe(OrderOutcome.DEDUCTED);
+    expect(await levels()).toEqual([8n, 7n]);
+
+    const comp = await a.client.compensate({ couponId: '', requestId: '', orderId, reason: 'refund' });
+    expect(comp.outcome).toBe(CompensateOutcome.COMPENSATED);
+    expect(await levels()).toEqual([10n, 10n]);
     for (const c of [x, y]) {
       await settled(a.client, c);
       const ledger = await ledgerFigures(a.app, c);

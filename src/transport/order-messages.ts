@@ -140,8 +140,10 @@ export function extendOrderMessage(r: OrderResult | null): ExtendHoldResponse {
 }
 
 export function compensateOrderMessage(r: (OrderResult & { already: boolean }) | null): CompensateResponse {
-  if (r?.outcome !== 'compensated')
-    return create(CompensateResponseSchema, { outcome: CompensateOutcome.NOT_DEDUCTED, items: r ? items(r) : [] });
+  // No record is not "nothing was deducted": a record lost with Redis leaves its items deducted, and the caller
+  // must hear that a retry of the DeductOrder restores it.
+  if (!r) return create(CompensateResponseSchema, { outcome: CompensateOutcome.NOT_FOUND });
+  if (r.outcome !== 'compensated') return create(CompensateResponseSchema, { outcome: CompensateOutcome.NOT_DEDUCTED, items: items(r) });
   return create(CompensateResponseSchema, {
     outcome: r.already ? CompensateOutcome.ALREADY_COMPENSATED : CompensateOutcome.COMPENSATED,
     items: items(r),
