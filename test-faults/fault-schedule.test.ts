@@ -161,6 +161,14 @@ describe('randomized fault schedule', () => {
       let masterKilled = false;
       const log: string[] = [];
 
+      /** A call that failed: noted; a retryable failure leaves `id` in doubt (in `inDoubtOf`), any other fails the test. */
+      const failed = (id: string, what: string, inDoubtOf: Set<string>, err: unknown) => {
+        const code = (err as { code?: number }).code ?? -1;
+        note(id, `${what}${status[code] ?? code} ${String((err as Error).message).slice(0, 80)}`);
+        if (!RETRYABLE.has(code)) throw err;
+        inDoubtOf.add(id);
+      };
+
       const tryDeduct = async (requestId: string, deadlineMs: number) => {
         try {
           const res = await r.pick(clients()).deduct({ couponId, requestId, quantity: BigInt(quantityOf.get(requestId)!) }, { deadlineMs });
@@ -168,10 +176,7 @@ describe('randomized fault schedule', () => {
           note(requestId, `${DeductOutcome[res.outcome]}${res.replayed ? ' (replayed)' : ''}`);
           if (res.outcome === DeductOutcome.DEDUCTED) deducted.set(requestId, quantityOf.get(requestId)!);
         } catch (err) {
-          const code = (err as { code?: number }).code ?? -1;
-          note(requestId, `${status[code] ?? code} ${String((err as Error).message).slice(0, 80)}`);
-          if (!RETRYABLE.has(code)) throw err;
-          inDoubt.add(requestId);
+          failed(requestId, '', inDoubt, err);
         }
       };
 
@@ -185,10 +190,7 @@ describe('randomized fault schedule', () => {
           note(requestId, `reserve ${ReserveOutcome[res.outcome]}${res.replayed ? ' (replayed)' : ''} ${HoldState[res.hold?.state ?? 0]}`);
           if (res.outcome === ReserveOutcome.HELD && res.hold?.state === HoldState.HELD) openHolds.set(requestId, res.hold.holdId);
         } catch (err) {
-          const code = (err as { code?: number }).code ?? -1;
-          note(requestId, `reserve ${status[code] ?? code} ${String((err as Error).message).slice(0, 80)}`);
-          if (!RETRYABLE.has(code)) throw err;
-          reserveInDoubt.add(requestId);
+          failed(requestId, 'reserve ', reserveInDoubt, err);
         }
       };
 
@@ -217,10 +219,7 @@ describe('randomized fault schedule', () => {
             ordersDeducted.add(orderId);
           }
         } catch (err) {
-          const code = (err as { code?: number }).code ?? -1;
-          note(orderId, `order ${status[code] ?? code} ${String((err as Error).message).slice(0, 80)}`);
-          if (!RETRYABLE.has(code)) throw err;
-          orderInDoubt.add(orderId);
+          failed(orderId, 'order ', orderInDoubt, err);
         }
       };
 
