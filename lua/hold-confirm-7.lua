@@ -76,6 +76,8 @@ local avail = giveBack(shardKey, usersKey, h, released)
 redis.call('HINCRBY', shardKey, 'net', keep)
 -- In place: the hold's hash already lives at least a window past the Reserve.
 redis.call('HSET', recordKey, field, packRecord({ q = keep, r = avail, t = ARGV[6], f = 'h', u = h.u }))
+-- m = 'hold' (src/settlement/event.ts CONFIRMED_HOLD): kept on the ledger row, so a recovery restores this
+-- record as a confirmed hold's (flag h), not a plain Deduct's.
 redis.call('XADD', outboxKey, '*', 'k', 'D', 'c', ARGV[4], 'r', requestId, 'u', h.u,
-  'q', keep, 's', ARGV[5], 't', ARGV[6])
+  'q', keep, 's', ARGV[5], 't', ARGV[6], 'm', 'hold')
 return { 1, keep, released, avail }

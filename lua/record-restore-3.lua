@@ -9,7 +9,7 @@
   ARGV[3] quantity
   ARGV[4] occurredMs
   ARGV[5] flags             the record's flags: x when settlement refused the deduction, c when it was
-                            compensated since ('', 'x', 'c' or 'xc')
+                            compensated since, h when it confirmed a hold (any of them, in that order)
   ARGV[6] windowSec         idempotency window, seconds (the bucket width)
   ARGV[7] firstBucket       bucket of KEYS[1]
 

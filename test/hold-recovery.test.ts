@@ -3,11 +3,13 @@
 // units back on sale and the lost holds answer NOT_FOUND (never confirmed, never doubled); a hold that outlived
 // its shard's hash (the hash alone evicted) ends as expired without giving its units back a second time.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfirmOutcome, ExtendOutcome, ReleaseOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
+import { status } from '@grpc/grpc-js';
+import { ConfirmOutcome, ExtendOutcome, HoldState, ReleaseOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { parseHoldId } from '../src/domain/holds.js';
 import { homeShard, shardRef } from '../src/domain/routing.js';
 import { firstBucket } from '../src/redis/keys.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
+import { rejection } from './support/rejection.js';
 import { settled } from './support/settlement.js';
 
 let a: TestApp;
@@ -69,6 +71,37 @@ describe('holds and recovery', () => {
     expect([level.held, level.deducted, level.available]).toEqual([0n, BigInt(2 * elsewhere.length), BigInt(100 - 2 * elsewhere.length)]);
     const done = await settled(a.client, id);
     expect([done.ledgerDeducted, done.redisDrift]).toEqual([BigInt(2 * elsewhere.length), 0n]);
+  });
+
+  it("when a shard is lost after its holds were confirmed, then the rebuilt records are still a confirmed hold's: a retried Reserve replays CONFIRMED and a Deduct with that request id is refused, as before the loss", async () => {
+    const id = uniqueId('hrc');
+    await a.client.createCoupon({ couponId: id, totalStock: 100n, shardCount: 2 });
+    const coupon = (await a.app.repo.find(id))!;
+    const holdIds = await holdsOn(id, 4, 'c');
+    for (const h of holdIds)
+      expect((await a.client.confirm({ target: { case: 'holdId', value: h } })).outcome).toBe(ConfirmOutcome.CONFIRMED);
+    // Settled: the records come back from the ledger, where a confirmed hold's row carries its mark.
+    await settled(a.client, id);
+    for (const index of [0, 1]) {
+      const keys = a.app.store.keys(shardRef(coupon, index));
+      await a.app.redis.del(keys.shard);
+      await a.app.redis.del(keys.holds);
+      for (const n of [-3, -2, -1, 0, 1, 2, 3])
+        await a.app.redis.del(keys.records(firstBucket(Date.now(), a.app.config.idempotencyWindowS) + n));
+    }
+    const rec = await a.client.reconcile({ couponId: id, repair: true });
+    expect(rec.repair!.rebuiltShards.length).toBe(2);
+    expect(rec.consistent).toBe(true);
+
+    for (let i = 0; i < 4; i++) {
+      const again = await a.client.reserve({ couponId: id, requestId: `c-${i}`, quantity: 2n, ttlMs: 600_000 });
+      expect([again.outcome, again.replayed, again.hold?.state], `c-${i}`).toEqual([ReserveOutcome.HELD, true, HoldState.CONFIRMED]);
+      const refused = await rejection(a.client.deduct({ couponId: id, requestId: `c-${i}`, quantity: 2n }));
+      expect(refused?.code, `c-${i}`).toBe(status.FAILED_PRECONDITION);
+    }
+    // Nothing taken twice: 8 units confirmed, 92 on sale.
+    const level = (await a.client.getStock({ couponId: id })).level!;
+    expect([level.available, level.held]).toEqual([92n, 0n]);
   });
 
   it('when only a shard hash is lost and its holds outlive it, then the rebuild counts their units and the stale holds never give them back again', async () => {

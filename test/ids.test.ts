@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { eventId, ledgerKey, moveCreditId, moveIdFor, moveRound, restockCreditId, unreadableEventId } from '../src/domain/ids.js';
 import { recordField, requestIdOfField } from '../src/redis/keys.js';
-import { fromOutboxEntry, fromOutboxFields, OUTBOX_FIELDS } from '../src/settlement/event.js';
+import { CONFIRMED_HOLD, fromOutboxEntry, fromOutboxFields, OUTBOX_FIELDS } from '../src/settlement/event.js';
 
 const lua = (file: string) => readFileSync(new URL(`../lua/${file}`, import.meta.url), 'utf8');
 
@@ -40,8 +40,9 @@ describe('ids', () => {
 describe('outbox fields', () => {
   const all = Object.values(OUTBOX_FIELDS).sort();
 
-  it('when a confirmed hold appends its one-event entry, then it writes every field the parser reads but the reason', () => {
-    expect(xaddFields().sort()).toEqual(all.filter((f) => f !== OUTBOX_FIELDS.reason));
+  it('when a confirmed hold appends its one-event entry, then it writes every field the parser reads, its reason the hold mark', () => {
+    expect(xaddFields().sort()).toEqual(all);
+    expect(lua('hold-confirm-7.lua')).toContain(`'${OUTBOX_FIELDS.reason}', '${CONFIRMED_HOLD}'`);
   });
 
   it('when a script appends deduct or compensate events, then it does so through shard-ops.lua only', () => {
@@ -52,12 +53,12 @@ describe('outbox fields', () => {
   });
 
   it('when a one-event entry carries those fields, then the parser reads an event from it', () => {
-    const sample: Record<string, string> = { k: 'D', c: 'c1', r: 'r1', u: 'u1', q: '2', s: '0', t: '1' };
+    const sample: Record<string, string> = { k: 'D', c: 'c1', r: 'r1', u: 'u1', q: '2', s: '0', t: '1', m: CONFIRMED_HOLD };
     const fields = xaddFields().flatMap((f) => [f, sample[f]!]);
     expect(fromOutboxEntry(fields).map((e) => e.event)).toEqual([
-      { kind: 'D', couponId: 'c1', requestId: 'r1', userId: 'u1', quantity: 2, shard: 0, occurredAt: 1, reason: '' },
+      { kind: 'D', couponId: 'c1', requestId: 'r1', userId: 'u1', quantity: 2, shard: 0, occurredAt: 1, reason: CONFIRMED_HOLD },
     ]);
-    expect(fromOutboxFields([...fields, 'm', 'why'])).toMatchObject({ kind: 'D', reason: 'why' });
+    expect(fromOutboxFields(fields.slice(0, -2))).toMatchObject({ kind: 'D', reason: '' });
   });
 
   it('when a packed entry carries several events, then each is read with the shared coupon, shard and time, a reason may hold |, and a broken one is passed on alone', () => {

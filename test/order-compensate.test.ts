@@ -5,9 +5,9 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orderItemRequestId } from '../src/domain/ids.js';
-import { homeShard } from '../src/domain/routing.js';
+import { homeShard, shardRef } from '../src/domain/routing.js';
 import { CompensateOutcome, OrderOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
-import { orderKey, recordField } from '../src/redis/keys.js';
+import { firstBucket, orderKey, recordField } from '../src/redis/keys.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures, settled } from './support/settlement.js';
 import { rejection } from './support/rejection.js';
@@ -119,5 +119,45 @@ describe('Compensate on an order', () => {
       const ledger = await ledgerFigures(a.app, c);
       expect([ledger.deductRows, ledger.compensateRows, ledger.remaining, ledger.duplicates]).toEqual([1, 1, 10, 0]);
     }
+  });
+
+  it('when the order record and every shard of its coupons are lost after settlement, then the rebuilt item records are still confirmed holds, so a retry of the DeductOrder follows the commit instead of being refused', async () => {
+    const x = uniqueId('orx');
+    const y = uniqueId('ory');
+    await a.client.createCoupon({ couponId: x, totalStock: 10n, shardCount: 2 });
+    await a.client.createCoupon({ couponId: y, totalStock: 10n, shardCount: 2 });
+    const orderId = uniqueId('ordr');
+    const order = {
+      requestId: orderId,
+      items: [
+        { couponId: x, quantity: 2n },
+        { couponId: y, quantity: 3n },
+      ],
+    };
+    expect((await a.client.deductOrder(order)).outcome).toBe(OrderOutcome.DEDUCTED);
+    for (const c of [x, y]) await settled(a.client, c);
+    // A flushed master and its replicas, for every key involved: the order record, and each coupon's shards
+    // (hashes, holds sets and record hashes), rebuilt from the ledger by a repair.
+    await a.app.redis.del(orderKey(a.namespace, orderId));
+    for (const c of [x, y]) {
+      const coupon = (await a.app.repo.find(c))!;
+      for (const index of [0, 1]) {
+        const keys = a.app.store.keys(shardRef(coupon, index));
+        await a.app.redis.del(keys.shard, keys.holds);
+        for (const n of [-3, -2, -1, 0, 1, 2, 3])
+          await a.app.redis.del(keys.records(firstBucket(Date.now(), a.app.config.idempotencyWindowS) + n));
+      }
+      const rec = await a.client.reconcile({ couponId: c, repair: true });
+      expect([rec.repair!.rebuiltShards.length, rec.consistent]).toEqual([2, true]);
+    }
+    const levels = async () => Promise.all([x, y].map(async (c) => (await a.client.getStock({ couponId: c })).level?.available));
+    expect(await levels()).toEqual([8n, 7n]);
+
+    const retried = await a.client.deductOrder(order);
+    expect(retried.outcome).toBe(OrderOutcome.DEDUCTED);
+    expect(await levels()).toEqual([8n, 7n]);
+    const comp = await a.client.compensate({ couponId: '', requestId: '', orderId, reason: 'refund' });
+    expect(comp.outcome).toBe(CompensateOutcome.COMPENSATED);
+    expect(await levels()).toEqual([10n, 10n]);
   });
 });

@@ -9,6 +9,9 @@ export interface LedgerDeduction {
   quantity: number;
   shard: number;
   occurredAt: number;
+  /** The ledger row's reason: for a deduction, set only when it confirmed a hold (src/settlement/event.ts
+   * CONFIRMED_HOLD). */
+  reason?: string | null;
 }
 
 /** A deduction Redis made and settlement refused (MySQL could not cover it): no ledger row, an anomaly row. */
@@ -69,9 +72,10 @@ export class RecoveryRepository {
         shard: number | null;
         occurred_at: string | number;
         kind: string;
+        reason: string | null;
       }[]
     >(
-      `select request_id, user_id, quantity, shard, occurred_at, kind from stock_ledger
+      `select request_id, user_id, quantity, shard, occurred_at, kind, reason from stock_ledger
         where coupon_id = ? and kind in ('DEDUCT', 'COMPENSATE') and occurred_at >= ?`,
       [couponId, sinceMs],
     );
@@ -86,6 +90,7 @@ export class RecoveryRepository {
           quantity: Number(r.quantity),
           shard: r.shard ?? 0,
           occurredAt: Number(r.occurred_at),
+          reason: r.reason,
         });
     }
     return { deductions, compensated };

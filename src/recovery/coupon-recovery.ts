@@ -25,7 +25,7 @@ import type {
 import { allShards, claimShard, homeShard, shardRef, splitEvenly } from '../domain/routing.js';
 import { PauseLost, type RedisRecoveryStore, type RestoredRecord } from '../redis/recovery-store.js';
 import { eventId, moveCreditId, restockCreditId } from '../domain/ids.js';
-import type { SettlementEvent } from '../settlement/event.js';
+import { CONFIRMED_HOLD, type SettlementEvent } from '../settlement/event.js';
 import { InFlight } from '../settlement/reconcile/in-flight.js';
 import type { LedgerStore } from '../settlement/settle/ledger-store.js';
 import type { Logger } from '../util/logger.js';
@@ -312,7 +312,8 @@ export class CouponRecoveryService implements CouponRecovery {
     const since = Date.now() - windowS * 1000;
     const { deductions, compensated } = await this.d.recoveryRepo.settledSince(coupon.id, since);
     const byRequest = new Map<string, RestoredRecord & { shard: number }>();
-    for (const d of deductions) byRequest.set(d.requestId, { ...d, compensated: compensated.has(d.requestId) });
+    for (const d of deductions)
+      byRequest.set(d.requestId, { ...d, compensated: compensated.has(d.requestId), hold: d.reason === CONFIRMED_HOLD });
     // Refused ones too, marked so: a retry replays instead of deducting again, a Compensate gives nothing back.
     for (const r of refusals.all) {
       if (r.occurredAt >= since && !byRequest.has(r.requestId)) byRequest.set(r.requestId, { ...r, refused: true });
@@ -326,6 +327,7 @@ export class CouponRecoveryService implements CouponRecovery {
           shard: e.shard,
           occurredAt: e.occurredAt,
           compensated: false,
+          hold: e.reason === CONFIRMED_HOLD,
         });
       }
     }

@@ -44,6 +44,8 @@ export interface RecordToRestore {
   compensated: boolean;
   /** Settlement refused it (record flag x): a Compensate gives nothing back for it. */
   refused?: boolean;
+  /** It confirmed a hold (record flag h): its request id is a Reserve's, as before the loss. */
+  hold?: boolean;
 }
 
 /** A script refused because this instance's clock is more than half an idempotency window off Redis's: it
@@ -643,7 +645,7 @@ export class Scripts {
         rec.userId,
         rec.quantity,
         rec.occurredAt,
-        `${rec.refused ? 'x' : ''}${rec.compensated ? 'c' : ''}`,
+        `${rec.refused ? 'x' : ''}${rec.compensated ? 'c' : ''}${rec.hold ? 'h' : ''}`,
         this.windowS,
         first,
       ),

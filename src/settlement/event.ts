@@ -13,9 +13,16 @@ export interface SettlementEvent {
   shard: number;
   /** When Redis applied it, ms since epoch (the deducting instance's clock). */
   occurredAt: number;
-  /** Compensations only. */
+  /** Compensations: the caller's reason. Deductions: CONFIRMED_HOLD when the deduction confirmed a hold, else
+   * empty. */
   reason: string;
 }
+
+/** The reason of a deduction that confirmed a hold (hold-confirm-7.lua), kept on its ledger row: a recovery that
+ * puts the request's record back from the ledger or the events in flight marks it a hold's (record flag h), so
+ * the Reserve's request id still answers as a confirmed hold (a retried Reserve or order replays, a Deduct with
+ * that id is refused) instead of as a plain Deduct's. */
+export const CONFIRMED_HOLD = 'hold';
 
 /** Defined with every other id in domain/ids.ts; re-exported for the event's readers. */
 export { eventId } from '../domain/ids.js';

@@ -2,7 +2,7 @@
 // in ledger-store.ts, the fast path in fast-settle.ts): INSERT IGNORE, so a row already there is skipped
 // rather than failing the transaction, and the caller compares the count with what it meant to insert.
 import type { EntityManager } from '@mikro-orm/mysql';
-import { LEDGER_KIND } from '../event.js';
+import { CONFIRMED_HOLD, LEDGER_KIND } from '../event.js';
 import type { Planned } from './settle-plan.js';
 
 /** Inserts one statement of ledger rows (settled at `now`); answers how many were new. */
@@ -16,7 +16,8 @@ export async function insertLedgerRows<T>(em: EntityManager, couponId: string, p
       e.quantity,
       e.userId || null,
       e.shard,
-      e.kind === 'C' ? e.reason.slice(0, 256) : null,
+      // A deduction's row keeps only the mark of a confirmed hold (a recovery reads it back).
+      e.kind === 'C' ? e.reason.slice(0, 256) : e.reason === CONFIRMED_HOLD ? CONFIRMED_HOLD : null,
       e.occurredAt,
       now,
     );
