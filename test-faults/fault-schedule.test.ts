@@ -403,54 +403,25 @@ describe('randomized fault schedule', () => {
         }
       }
 
-      // Every in-doubt id is retried with its own request id until it has a definitive answer.
-      await waitFor(
-        'every in-doubt id to be answered',
-        async () => {
-          await Promise.all([...inDoubt].map((id) => tryDeduct(id, 5000)));
-          return inDoubt.size;
-        },
-        (left) => left === 0,
-        60_000,
-      );
-      // Then every hold: in-doubt Reserves answered, in-doubt Confirms answered, and every hold still open
-      // released, so that nothing is held when the books are compared.
-      await waitFor(
-        'every in-doubt Reserve to be answered',
-        async () => {
-          await Promise.all([...reserveInDoubt].map((id) => tryReserve(id, 5000)));
-          return reserveInDoubt.size;
-        },
-        (left) => left === 0,
-        60_000,
-      );
-      await waitFor(
-        'every in-doubt Confirm to be answered',
-        async () => {
-          await Promise.all([...confirmInDoubt].map(([id, keep]) => endHold(id, { keep }, 3)));
-          return confirmInDoubt.size;
-        },
-        (left) => left === 0,
-        60_000,
-      );
-      await waitFor(
-        'every in-doubt order to be answered',
-        async () => {
-          await Promise.all([...orderInDoubt].map((id) => tryOrder(id, 10_000)));
-          return orderInDoubt.size;
-        },
-        (left) => left === 0,
-        60_000,
-      );
-      await waitFor(
-        'every open hold to be released',
-        async () => {
-          await Promise.all([...openHolds.keys()].map((id) => endHold(id, 'release', 3)));
-          return openHolds.size;
-        },
-        (left) => left === 0,
-        60_000,
-      );
+      /** Asks every member of `left` again (each answer takes it out) until none is left. */
+      const settle = <K, V>(what: string, left: Set<K> | Map<K, V>, ask: (entry: K) => Promise<unknown>) =>
+        waitFor(
+          what,
+          async () => {
+            await Promise.all([...left.keys()].map(ask));
+            return left.size;
+          },
+          (n) => n === 0,
+          60_000,
+        );
+      // Every in-doubt id is retried with its own request id until it has a definitive answer. Then every hold:
+      // in-doubt Reserves answered, in-doubt Confirms answered, and every hold still open released, so that
+      // nothing is held when the books are compared.
+      await settle('every in-doubt id to be answered', inDoubt, (id) => tryDeduct(id, 5000));
+      await settle('every in-doubt Reserve to be answered', reserveInDoubt, (id) => tryReserve(id, 5000));
+      await settle('every in-doubt Confirm to be answered', confirmInDoubt, (id) => endHold(id, { keep: confirmInDoubt.get(id)! }, 3));
+      await settle('every in-doubt order to be answered', orderInDoubt, (id) => tryOrder(id, 10_000));
+      await settle('every open hold to be released', openHolds, (id) => endHold(id, 'release', 3));
       /** One coupon's books against what its callers were told; its Reconcile once settled. */
       const checkBooks = async (id: string, sold: Map<string, number>, given: Map<string, number>, limit: number) => {
         const settledRec = await waitFor(

@@ -7,9 +7,9 @@ import { status } from '@grpc/grpc-js';
 import { ConfirmOutcome, ExtendOutcome, HoldState, ReleaseOutcome, ReserveOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
 import { parseHoldId } from '../src/domain/holds.js';
 import { homeShard, shardRef } from '../src/domain/routing.js';
-import { firstBucket } from '../src/redis/keys.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { rejection } from './support/rejection.js';
+import { loseShard } from './support/shard-loss.js';
 import { settled } from './support/settlement.js';
 
 let a: TestApp;
@@ -51,11 +51,7 @@ describe('holds and recovery', () => {
     const onLost = holdIds.filter((h) => parseHoldId(h).shard === lostShard);
     const elsewhere = holdIds.filter((h) => parseHoldId(h).shard !== lostShard);
     // Everything of that shard goes, as with a flushed master: its hash, its holds set and its record hashes.
-    const keys = a.app.store.keys(shardRef(coupon, lostShard));
-    await a.app.redis.del(keys.shard);
-    await a.app.redis.del(keys.holds);
-    for (const n of [-3, -2, -1, 0, 1, 2, 3])
-      await a.app.redis.del(keys.records(firstBucket(Date.now(), a.app.config.idempotencyWindowS) + n));
+    await loseShard(a.app, coupon, lostShard);
 
     const rec = await a.client.reconcile({ couponId: id, repair: true });
     expect(rec.repair!.rebuiltShards).toEqual([lostShard]);
@@ -82,13 +78,7 @@ describe('holds and recovery', () => {
       expect((await a.client.confirm({ target: { case: 'holdId', value: h } })).outcome).toBe(ConfirmOutcome.CONFIRMED);
     // Settled: the records come back from the ledger, where a confirmed hold's row carries its mark.
     await settled(a.client, id);
-    for (const index of [0, 1]) {
-      const keys = a.app.store.keys(shardRef(coupon, index));
-      await a.app.redis.del(keys.shard);
-      await a.app.redis.del(keys.holds);
-      for (const n of [-3, -2, -1, 0, 1, 2, 3])
-        await a.app.redis.del(keys.records(firstBucket(Date.now(), a.app.config.idempotencyWindowS) + n));
-    }
+    for (const index of [0, 1]) await loseShard(a.app, coupon, index);
     const rec = await a.client.reconcile({ couponId: id, repair: true });
     expect(rec.repair!.rebuiltShards.length).toBe(2);
     expect(rec.consistent).toBe(true);

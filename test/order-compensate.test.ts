@@ -5,12 +5,13 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orderItemRequestId } from '../src/domain/ids.js';
-import { homeShard, shardRef } from '../src/domain/routing.js';
+import { homeShard } from '../src/domain/routing.js';
 import { CompensateOutcome, OrderOutcome } from '../src/gen/inventory/v1/inventory_pb.js';
-import { firstBucket, orderKey, recordField } from '../src/redis/keys.js';
+import { orderKey, recordField } from '../src/redis/keys.js';
 import { startTestApp, uniqueId, type TestApp } from './support/harness.js';
 import { ledgerFigures, settled } from './support/settlement.js';
 import { rejection } from './support/rejection.js';
+import { loseShard } from './support/shard-loss.js';
 
 let a: TestApp;
 beforeAll(async () => {
@@ -38,6 +39,25 @@ async function takeRecord(tag: string, requestId: string): Promise<{ key: string
     } while (cursor !== '0');
   }
   return null;
+}
+
+/** Two coupons of 10 units and an order of 2 + 3 of them, deducted; `levels`: both coupons' available units. */
+async function twoItemOrder(prefix: string) {
+  const x = uniqueId(`${prefix}x`);
+  const y = uniqueId(`${prefix}y`);
+  await a.client.createCoupon({ couponId: x, totalStock: 10n, shardCount: 2 });
+  await a.client.createCoupon({ couponId: y, totalStock: 10n, shardCount: 2 });
+  const orderId = uniqueId(prefix);
+  const order = {
+    requestId: orderId,
+    items: [
+      { couponId: x, quantity: 2n },
+      { couponId: y, quantity: 3n },
+    ],
+  };
+  expect((await a.client.deductOrder(order)).outcome).toBe(OrderOutcome.DEDUCTED);
+  const levels = () => Promise.all([x, y].map(async (c) => (await a.client.getStock({ couponId: c })).level?.available));
+  return { x, y, orderId, order, levels };
 }
 
 describe('Compensate on an order', () => {
@@ -84,19 +104,7 @@ describe('Compensate on an order', () => {
   });
 
   it('when the order record is lost with Redis, then Compensate answers NOT_FOUND (not NOT_DEDUCTED); a retry of the DeductOrder restores it without taking twice, and Compensate then gives every item back', async () => {
-    const x = uniqueId('olx');
-    const y = uniqueId('oly');
-    await a.client.createCoupon({ couponId: x, totalStock: 10n, shardCount: 2 });
-    await a.client.createCoupon({ couponId: y, totalStock: 10n, shardCount: 2 });
-    const orderId = uniqueId('ordl');
-    const order = {
-      requestId: orderId,
-      items: [
-        { couponId: x, quantity: 2n },
-        { couponId: y, quantity: 3n },
-      ],
-    };
-    expect((await a.client.deductOrder(order)).outcome).toBe(OrderOutcome.DEDUCTED);
+    const { x, y, orderId, order, levels } = await twoItemOrder('ordl');
     // The record gone, as with its master and replicas; the items' deductions are untouched.
     expect(await a.app.redis.del(orderKey(a.namespace, orderId))).toBe(1);
 
@@ -104,7 +112,6 @@ describe('Compensate on an order', () => {
     expect([lost.outcome, lost.items.length]).toEqual([CompensateOutcome.NOT_FOUND, 0]);
     const never = await a.client.compensate({ couponId: '', requestId: '', orderId: uniqueId('never'), reason: 'refund' });
     expect(never.outcome).toBe(CompensateOutcome.NOT_FOUND);
-    const levels = async () => Promise.all([x, y].map(async (c) => (await a.client.getStock({ couponId: c })).level?.available));
     expect(await levels()).toEqual([8n, 7n]);
 
     const retried = await a.client.deductOrder(order);
@@ -122,35 +129,17 @@ describe('Compensate on an order', () => {
   });
 
   it('when the order record and every shard of its coupons are lost after settlement, then the rebuilt item records are still confirmed holds, so a retry of the DeductOrder follows the commit instead of being refused', async () => {
-    const x = uniqueId('orx');
-    const y = uniqueId('ory');
-    await a.client.createCoupon({ couponId: x, totalStock: 10n, shardCount: 2 });
-    await a.client.createCoupon({ couponId: y, totalStock: 10n, shardCount: 2 });
-    const orderId = uniqueId('ordr');
-    const order = {
-      requestId: orderId,
-      items: [
-        { couponId: x, quantity: 2n },
-        { couponId: y, quantity: 3n },
-      ],
-    };
-    expect((await a.client.deductOrder(order)).outcome).toBe(OrderOutcome.DEDUCTED);
+    const { x, y, orderId, order, levels } = await twoItemOrder('ordr');
     for (const c of [x, y]) await settled(a.client, c);
     // A flushed master and its replicas, for every key involved: the order record, and each coupon's shards
     // (hashes, holds sets and record hashes), rebuilt from the ledger by a repair.
     await a.app.redis.del(orderKey(a.namespace, orderId));
     for (const c of [x, y]) {
       const coupon = (await a.app.repo.find(c))!;
-      for (const index of [0, 1]) {
-        const keys = a.app.store.keys(shardRef(coupon, index));
-        await a.app.redis.del(keys.shard, keys.holds);
-        for (const n of [-3, -2, -1, 0, 1, 2, 3])
-          await a.app.redis.del(keys.records(firstBucket(Date.now(), a.app.config.idempotencyWindowS) + n));
-      }
+      for (const index of [0, 1]) await loseShard(a.app, coupon, index);
       const rec = await a.client.reconcile({ couponId: c, repair: true });
       expect([rec.repair!.rebuiltShards.length, rec.consistent]).toEqual([2, true]);
     }
-    const levels = async () => Promise.all([x, y].map(async (c) => (await a.client.getStock({ couponId: c })).level?.available));
     expect(await levels()).toEqual([8n, 7n]);
 
     const retried = await a.client.deductOrder(order);
