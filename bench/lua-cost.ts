@@ -43,7 +43,7 @@ try {
   const sha = (await r.script('LOAD', text)) as string;
   const shardKeys = (i: number) => {
     const k = `lc:{c#${i}.1}`;
-    return [`${k}:shard`, `${k}:rq:a`, `${k}:rq:b`, `${k}:rq:c`, `${k}:users`, `${k}:outbox`, `${k}:ack`];
+    return [`${k}:shard`, `${k}:rq:a`, `${k}:rq:b`, `${k}:rq:c`, `${k}:users`, `${k}:outbox`, `${k}:ack`, `${k}:holds`];
   };
   const made = FRESH ? S * (CALLS + 200) : S;
   for (let i = 0; i < made; i += 500) {

@@ -26,9 +26,10 @@
   ARGV[12] creditEpoch      as in deduct-7.lua
   ARGV[13], ARGV[14], ...   optional pairs creditId, quantity
 
-  Returns
+  Returns (the steps from the idempotency record on are lua/includes/shard-reserve.lua's, which the group
+  commit, shard-batch-8.lua, runs too)
     { 1, remaining, expiresMs }        held; remaining = shard avail after it
-    { 2, remaining, state, expiresMs } replay of this hold (state h | c | r | x; expiresMs 0 once confirmed)
+    { 2, remaining, state }            replay of this hold (state h | c | r | x: c once confirmed)
     {-1, avail, epoch }                the shard holds fewer than `quantity` units
     {-2, held }                        the user's units (deducted + held) would pass the limit
     {-3, field, recorded }             request_id was used with another user_id or quantity, or by a Deduct
@@ -42,69 +43,36 @@
 -- @include paused-for
 -- @include buckets
 -- @include hold-record
+-- @include shard-ops
+-- @include shard-reserve
 local shardKey = KEYS[1]
-local usersKey = KEYS[5]
 local creditsKey = KEYS[6]
-local holdsKey = KEYS[7]
 
 local requestId = ARGV[1]
 local field = ARGV[2]
 local userId = ARGV[3]
-local quantity = tonumber(ARGV[4])
+local quantity = ARGV[4]
 local limit = tonumber(ARGV[5])
 local windowSec = tonumber(ARGV[6])
 local firstBucket = tonumber(ARGV[7])
+local shardIndex = ARGV[8]
 local ttlMs = tonumber(ARGV[9])
 local nowMs = ARGV[10]
 local creditRetentionMs = tonumber(ARGV[11])
 
-local state = redis.call('HMGET', shardKey, 'avail', 'pz')
+local state = redis.call('HMGET', shardKey, 'avail', 'net', 'ep', 'pz')
 if not state[1] then return { -4 } end
-local wait = pausedFor(state[2])
+local wait = pausedFor(state[4])
 if wait > 0 then return { -5, wait } end
 local slot = writeSlot(windowSec, firstBucket)
 if not slot then return { -8 } end
 
 if not applyCredits(shardKey, creditsKey, ARGV[12], 13, tonumber(nowMs), creditRetentionMs) then return { -7 } end
 
-local packed = findField(2, field)
-if packed then
-  local h = unpackHold(packed)
-  if h then
-    if h.u ~= userId then return { -3, 'user_id', h.u } end
-    if h.hq ~= quantity then return { -3, 'quantity', tostring(h.hq) } end
-    return { 2, tonumber(h.r), h.st, h.e }
-  end
-  local rec = unpackRecord(packed)
-  -- A confirmed hold is a deduction's record flagged 'h' (its units kept are its quantity now).
-  if rec.q and hasFlag(rec, 'h') then
-    if rec.u ~= userId then return { -3, 'user_id', rec.u } end
-    return { 2, tonumber(rec.r), 'c', 0 }
-  end
-  return { -3, 'kind', 'deduct' }
-end
-
-if limit > 0 then
-  local held = tonumber(redis.call('HGET', usersKey, userId) or '0')
-  if held + quantity > limit then
-    return { -2, held }
-  end
-end
-
-local avail = tonumber(redis.call('HGET', shardKey, 'avail'))
-if avail < quantity then
-  return { -1, avail, redis.call('HGET', shardKey, 'ep') or '' }
-end
-
-local remaining = redis.call('HINCRBY', shardKey, 'avail', -quantity)
-redis.call('HINCRBY', shardKey, 'held', quantity)
-if limit > 0 then
-  redis.call('HINCRBY', usersKey, userId, quantity)
-end
-local expiresMs = serverNowMs() + ttlMs
-writeField(2, slot, firstBucket, windowSec, field, packHold({
-  st = 'h', hq = quantity, e = expiresMs, l = limit > 0, b = redis.call('HGET', shardKey, 'rb') or '',
-  r = remaining, t = nowMs, u = userId,
-}))
-redis.call('ZADD', holdsKey, expiresMs, requestId .. '|' .. userId)
-return { 1, remaining, expiresMs }
+if #ARGV >= 13 then state[1] = redis.call('HGET', shardKey, 'avail') end
+-- No outbox event (MySQL's remaining still includes held units), so the coupon id is not needed.
+local run = openRun(state, windowSec, firstBucket, slot, shardIndex, '', nowMs)
+run.holdsKey = KEYS[7]
+local reply = { reserveRecorded(run, requestId, field, userId, quantity, limit, ttlMs) }
+closeRun(run)
+return reply

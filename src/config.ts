@@ -67,7 +67,7 @@ export interface Config {
   soldOutTtlMs: number;
   /** SHARDSTOCK_ACK_LEVEL — `replica` (reply after the write reached a replica, WAIT) or `leader`. Default replica. */
   ackLevel: AckLevel;
-  /** SHARDSTOCK_SHARD_BATCH_MAX — group commit: the most Deducts and Compensates for one shard that share one Lua call (1 = every call alone). Default 64. */
+  /** SHARDSTOCK_SHARD_BATCH_MAX — group commit: the most Deducts, Compensates and Reserves for one shard that share one Lua call (1 = every call alone). Default 64. */
   shardBatchMax: number;
   /** SHARDSTOCK_SHARD_BATCH_WAIT_US — group commit: how long the first request of a batch waits for company, µs (0 = until the end of the current event-loop turn; else rounded up to whole ms). Default 0. */
   shardBatchWaitUs: number;

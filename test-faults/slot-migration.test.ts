@@ -133,11 +133,13 @@ async function refund(t: TestApp, couponId: string, requestId: string): Promise<
 
 describe('a slot moved to another master during a sale', () => {
   // One key of the shard leaves, the others stay: whichever it is, the per-master call writes nothing of the
-  // shard. The call carries a new deduction (writes the level, a record, the outbox) and a replay vouched for
-  // at the `replica` level (writes the ack key), so every one of the seven keys is read or written.
+  // shard. The call carries a new deduction (writes the level, a record, the outbox), a replay vouched for
+  // at the `replica` level (writes the ack key) and a Reserve (writes the holds), so every one of the eight
+  // keys is read or written.
   for (const [name, at] of [
     ['outbox', 5],
     ['ack key', 6],
+    ['holds', 7],
     ['hash', 0],
     ['oldest record hash', 1],
     ['newest record hash', 3],
@@ -154,16 +156,18 @@ describe('a slot moved to another master during a sale', () => {
       const ops = [
         { op: 'D' as const, input: { requestId: 'during', userId: 'u1', quantity: 1, perUserLimit: 5 } },
         { op: 'D' as const, input: { requestId: 'before', userId: 'u1', quantity: 1, perUserLimit: 5 } },
+        { op: 'R' as const, input: { requestId: 'hold', userId: 'u1', quantity: 1, perUserLimit: 5, ttlMs: 60_000 } },
       ];
-      const args = scripts.shardBatchArgs(shard, ops, true);
-      // Every one of the shard's seven keys exists (three record buckets, user counts, outbox, ack): nothing the
-      // requests read is missing, so only the one key that left can fail them.
-      const keys = args.slice(0, 7) as string[];
-      const [hash, r0, r1, r2, users, , ack] = keys;
+      const args = scripts.nodeBatchArgs([{ shard, ops }], true);
+      // Every one of the shard's eight keys exists (three record buckets, user counts, outbox, ack, holds):
+      // nothing the requests read is missing, so only the one key that left can fail them.
+      const keys = args.slice(0, 8) as string[];
+      const [hash, r0, r1, r2, users, , ack, holds] = keys;
       for (const k of [r0!, r1!, r2!]) await a.app.redis.hset(k, 'zz', '1');
       await a.app.redis.hset(users!, 'nobody', '0');
       await a.app.redis.set(ack!, '1');
-      expect(await a.app.redis.exists(...keys)).toBe(7);
+      await a.app.redis.zadd(holds!, '1', 'nobody|');
+      expect(await a.app.redis.exists(...keys)).toBe(8);
       const slot = slotOf(hash!);
       const { from, to } = await beginMove(slot);
       expect(await cli(from.port, 'migrate', '127.0.0.1', String(to.port), '', '0', '5000', 'keys', keys[at]!)).toBe('OK');
@@ -178,9 +182,10 @@ describe('a slot moved to another master during a sale', () => {
         let route = `${id}-route`;
         for (let i = 0; !onFrom(route); i++) route = `${id}-route-${i}`;
         const nodeBatch = luaScript('nodeBatch');
-        const reply = (await node.call('eval', nodeBatch.lua, 1, route, ...args.slice(0, 13), ops.length, ...args.slice(13))) as unknown[];
-        expect([Number(reply[0]), Number(reply[3])]).toEqual([-10, -10]);
-        // Nothing of the shard was written: not its level, a record, a user's count, the outbox or the ack key.
+        const reply = (await node.call('eval', nodeBatch.lua, 1, route, ...args)) as unknown[];
+        expect([Number(reply[0]), Number(reply[3]), Number(reply[6])]).toEqual([-10, -10, -10]);
+        // Nothing of the shard was written: not its level, a record, a user's count, the outbox, the ack key or
+        // the holds.
         expect(await dump()).toEqual(before);
       } finally {
         node.disconnect();

@@ -1,4 +1,4 @@
-// Attack on group commit (src/redis/shard-batcher.ts, lua/shard-batch-7.lua): the Redis connections of the
+// Attack on group commit (src/redis/shard-batcher.ts, lua/shard-batch-8.lua): the Redis connections of the
 // instance are killed (CLIENT KILL ID on every master, over and over) while batches that mix Deducts, a
 // Compensate of the same request id, duplicate ids and a per-user limit at its edge are in flight. A batch
 // whose connection closed may have run or not; whatever the client or the batcher sends again must be

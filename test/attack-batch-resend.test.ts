@@ -1,6 +1,6 @@
 // Attack on ShardBatcher's re-send (src/redis/shard-batcher.ts): a batch whose connection closed is sent again.
 // The worst case for that re-send is a batch that DID run on the server and only lost its reply. Simulated
-// here on the real cluster: the first shard-batch-7.lua call runs for real, then its reply is replaced by
+// here on the real cluster: the first shard-batch-8.lua call runs for real, then its reply is replaced by
 // ioredis's "Connection is closed." error. The re-sent batch must answer every request as a replay of what the
 // first run did — no unit deducted twice, no compensation given twice, no per-user count counted twice.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -104,11 +104,13 @@ describe('group commit: one call per master, the WAIT in the same write', () => 
       [local[1]!, [op('l1a')]],
     ];
     const node = a.app.redis.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === here)!;
-    const args: (string | number)[] = [scripts.keys(local[0]!).shard];
-    for (const [s, ops] of batches) {
-      const sa = scripts.shardBatchArgs(s, ops, false) as (string | number)[];
-      args.push(...sa.slice(0, 13), ops.length, ...sa.slice(13));
-    }
+    const args = [
+      scripts.keys(local[0]!).shard,
+      ...scripts.nodeBatchArgs(
+        batches.map(([shard, ops]) => ({ shard, ops })),
+        false,
+      ),
+    ];
     const nb = luaScript('nodeBatch');
     await node.script('LOAD', nb.lua);
     const flat = (await node.evalsha(nb.sha, 1, ...args)) as Reply;

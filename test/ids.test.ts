@@ -46,7 +46,7 @@ describe('outbox fields', () => {
   });
 
   it('when a script appends deduct or compensate events, then it does so through shard-ops.lua only', () => {
-    for (const script of ['deduct-7.lua', 'compensate-6.lua', 'shard-batch-7.lua']) {
+    for (const script of ['deduct-7.lua', 'compensate-6.lua', 'shard-batch-8.lua']) {
       expect(lua(script), script).toMatch(/^-- @include shard-ops$/m);
       expect(lua(script), script).not.toMatch(/'XADD'/);
     }

@@ -1,6 +1,6 @@
 // Request records live in per-bucket hashes that must expire (lua/includes/buckets.lua): a hash without its
 // expiry is memory that is never given back, and nothing else deletes records. These tests write through every
-// path that writes records (deduct-7.lua, shard-batch-7.lua, compensate-6.lua, node-batch-1.lua through the
+// path that writes records (deduct-7.lua, shard-batch-8.lua, compensate-6.lua, node-batch-1.lua through the
 // service), across bucket boundaries and a lost and re-created shard, and check every record hash there is
 // against the expiry of its bucket.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

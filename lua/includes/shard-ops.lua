@@ -1,4 +1,4 @@
--- Shared by deduct-7.lua, compensate-6.lua and shard-batch-7.lua (inserted where a script says
+-- Shared by deduct-7.lua, compensate-6.lua, hold-reserve-7.lua and shard-batch-8.lua (inserted where a script says
 -- `-- @include shard-ops`), so that a request runs the very same steps alone or inside a batch. All take the
 -- shard's KEYS layout: KEYS[1] shard hash, KEYS[2..4] record hashes (lua/includes/buckets.lua), KEYS[5] user
 -- counts, KEYS[6] outbox stream; and all run after the caller found the shard present and not paused, and
@@ -128,20 +128,25 @@ end
 -- unpack() has a limit on how many values it returns: long lists go out in several calls.
 local CHUNK = 4000
 
-local function hsetAll(key, list)
+local function writeAll(command, key, list)
   for i = 1, #list, CHUNK do
-    redis.call('HSET', key, unpack(list, i, math.min(i + CHUNK - 1, #list)))
+    redis.call(command, key, unpack(list, i, math.min(i + CHUNK - 1, #list)))
   end
 end
 
--- Writes the run's changes back: the shard's level, the records, the users' counts, the outbox entry.
+-- Writes the run's changes back: the shard's level, the records, the users' counts, the outbox entry, and
+-- the holds of Reserves in the run (shard-reserve.lua).
 local function closeRun(run)
   if run.levelDirty then
     redis.call('HSET', KEYS[1], 'avail', int(run.avail), 'net', int(run.net))
   end
+  if run.heldDelta then
+    redis.call('HINCRBY', KEYS[1], 'held', run.heldDelta)
+    writeAll('ZADD', run.holdsKey, run.holdMembers)
+  end
   for i = 1, 3 do
     if #run.pending[i] > 0 then
-      hsetAll(KEYS[1 + i], run.pending[i])
+      writeAll('HSET', KEYS[1 + i], run.pending[i])
       if i == run.slot then
         redis.call('EXPIREAT', KEYS[1 + i], bucketExpiry(run.windowSec, run.firstBucket + i - 1), 'NX')
       end
@@ -153,7 +158,7 @@ local function closeRun(run)
       list[#list + 1] = u
       list[#list + 1] = int(run.users[u])
     end
-    hsetAll(KEYS[5], list)
+    writeAll('HSET', KEYS[5], list)
   end
   local e = run.events
   local last = run.eventFields or 0

@@ -1,17 +1,25 @@
 -- One shard's share of a group commit (inserted where a script says `-- @include shard-run`; needs
--- paused-for, buckets and shard-ops before it): runs the requests of ARGV[first .. last], six values each,
--- on the shard whose keys are KEYS[1..7], with ARGV[from .. from + 5] = windowSec, firstBucket, couponId,
--- shardIndex, nowMs, vouch (shard-batch-7.lua's ARGV[1..6]), and appends three values per
--- request to `out` (code, then up to two; false where absent). shard-batch-7.lua runs it once; node-batch-1.lua
--- once per shard of a master.
+-- paused-for, buckets, hold-record, shard-ops and shard-reserve before it): runs the requests of
+-- ARGV[first .. last], six values each, on the shard whose keys are KEYS[1..8], with ARGV[from .. from + 5] =
+-- windowSec, firstBucket, couponId, shardIndex, nowMs, vouch (shard-batch-8.lua's ARGV[1..6]), and appends
+-- three values per request to `out` (code, then up to two; false where absent). shard-batch-8.lua runs it
+-- once; node-batch-1.lua once per shard of a master.
 
 -- One request, its reply as values (code, then up to two); a function defined once, so that pcall needs no
 -- closure per request.
 local function runOne(run, i)
-  if ARGV[i] == 'D' then
+  local op = ARGV[i]
+  if op == 'D' then
     return deductRecorded(run, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], tonumber(ARGV[i + 5]))
   end
-  return compensateRecorded(run, ARGV[i + 1], ARGV[i + 2], ARGV[i + 4], ARGV[i + 5] == '1')
+  if op == 'C' then
+    return compensateRecorded(run, ARGV[i + 1], ARGV[i + 2], ARGV[i + 4], ARGV[i + 5] == '1')
+  end
+  -- 'R<ttlMs>': the hold's length rides in the op, so that every request keeps six values.
+  if string.byte(op, 1) == 82 then
+    return reserveRecorded(run, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], tonumber(ARGV[i + 5]), tonumber(string.sub(op, 2)))
+  end
+  error('unknown op ' .. op)
 end
 
 local function runShard(out, from, first, last)
@@ -46,6 +54,7 @@ local function runShard(out, from, first, last)
   end
 
   local run = openRun(state, windowSec, firstBucket, slot, shardIndex, couponId, ARGV[from + 4])
+  run.holdsKey = KEYS[8]
   -- From three requests on, three HMGETs for all of their records cost less than findRecord's up to three
   -- HGETs per request; with fewer, the HGETs cost less (measured A/B on one node).
   if last - first + 1 >= 18 then

@@ -196,6 +196,7 @@ export function buildDomain(
     idempotencyWindowS: config.idempotencyWindowS,
     replicaAck,
     fence,
+    batch: store.reserveBatcher(),
   });
   const guardedHolds: HoldStore = guardErrors(holdStore, 'Redis');
   // A hold must end while its record (kept at least one idempotency window) is there: at most half a window.

@@ -186,7 +186,7 @@ export class DeductService {
       if (signal?.aborted)
         throw new DomainError('deadline_exceeded', 'the call was cancelled or its deadline passed before it could finish');
       const r = hold
-        ? await hold.store.reserve(homeRef, { ...req, quantity: want, ttlMs: hold.ttlMs }, credits, creditEpoch)
+        ? await hold.store.reserve(homeRef, { ...req, quantity: want, ttlMs: hold.ttlMs }, credits, creditEpoch, signal)
         : await this.store.deduct(homeRef, { ...req, quantity: want }, credits, creditEpoch, signal);
       if (r.kind === 'stale_credits') {
         // Not acknowledged: a live source keeps the units in transit until the sweeper lands them.

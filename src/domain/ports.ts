@@ -396,6 +396,7 @@ export interface HoldStore {
     input: DeductScriptInput & { ttlMs: number },
     credits: Credit[],
     creditEpoch?: string,
+    signal?: AbortSignal,
   ): Promise<DeductScriptResult>;
   read(shard: ShardRef, requestId: string): Promise<HoldRead>;
   /** keep: units to confirm, 0 = all. */

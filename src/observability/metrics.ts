@@ -53,7 +53,7 @@ export class Metrics {
 
   readonly shardBatchSize = new FastHistogram(
     'shardstock_shard_batch_size',
-    'Requests per group-commit Lua call on one shard (Deducts and Compensates that arrived together)',
+    'Requests per group-commit Lua call on one shard (Deducts, Compensates and Reserves that arrived together)',
     [],
     [1, 2, 4, 8, 16, 32, 64, 128, 256],
     this.registry,

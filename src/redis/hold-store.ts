@@ -25,6 +25,7 @@ import { type Command, masterOf } from './master-pipeline.js';
 import { OneWriteSender } from './one-write.js';
 import type { ReplicaAck, ReplicationTimeout } from './replica-ack.js';
 import { type ScriptCall, Scripts } from './scripts.js';
+import type { ShardBatcher } from './shard-batcher.js';
 
 const CREDIT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 
@@ -46,6 +47,9 @@ export interface RedisHoldStoreOptions {
   idempotencyWindowS: number;
   replicaAck?: ReplicaAck | undefined;
   fence?: { assertOpen(key: string): void } | undefined;
+  /** Group commit (RedisStockStore.reserveBatcher): Reserves without fallback credits share their shard's call
+   * with the Deducts and Compensates bound for it, and its fence and replica ack. Absent: one call each. */
+  batch?: Pick<ShardBatcher, 'reserve'> | undefined;
 }
 
 export class RedisHoldStore implements HoldStore {
@@ -69,9 +73,17 @@ export class RedisHoldStore implements HoldStore {
     input: DeductScriptInput & { ttlMs: number },
     credits: Credit[],
     creditEpoch = '',
+    signal?: AbortSignal,
   ): Promise<DeductScriptResult> {
     const key = this.scripts.keys(shard).shard;
     await this.index(shard);
+    if (this.options.batch && credits.length === 0) {
+      // The batch's own fence and replica ack stand for this request's (shard-batcher.ts answer): a write or
+      // a replay whose ack failed is rejected with that failure.
+      const r = await this.options.batch.reserve(shard, input, signal);
+      if (r.kind === 'deducted') await this.index(shard);
+      return r;
+    }
     const sent = await this.send(key, this.scripts.holdReserveCall(shard, input, credits, creditEpoch, CREDIT_RETENTION_MS));
     const r = sent.reply;
     // A hold answered at `replica` level survives a failover: the WAIT covers it like a deduction. The second

@@ -57,6 +57,8 @@ function clockSkew(): Error {
 const isDigit = (c: number) => c >= 48 && c <= 57;
 
 const NODE_READ = luaScript('nodeRead');
+/** shard-batch-8.lua's keys and its 6 values before the requests: one shard's head in node-batch-1.lua. */
+const SHARD_HEAD = luaScript('shardBatch').numberOfKeys + 6;
 
 /** One shard's record reads: a record or null per request id, 'missing' when the shard hash is gone, an Error
  * when the script refused. */
@@ -78,20 +80,24 @@ function readRecords(reply: Reply, at: number, n: number): (RequestRecord | null
   return out;
 }
 
-/** One request of a group commit (shard-batch-7.lua). */
-export type BatchOp = { op: 'D'; input: DeductScriptInput } | { op: 'C'; requestId: string; reason: string; limited: boolean };
+/** One request of a group commit (shard-batch-8.lua). */
+export type BatchOp =
+  | { op: 'D'; input: DeductScriptInput }
+  | { op: 'C'; requestId: string; reason: string; limited: boolean }
+  | { op: 'R'; input: DeductScriptInput & { ttlMs: number } };
 
-/** Each request's own answer: what deduct-7.lua or compensate-6.lua would have answered, or its own error. */
+/** Each request's own answer: what deduct-7.lua, compensate-6.lua or hold-reserve-7.lua would have answered,
+ * or its own error. */
 export type BatchReply = DeductScriptResult | CompensateScriptResult | Error;
 
-/** shard-batch-7.lua's flat reply (three values per request), one result or error per request. */
+/** shard-batch-8.lua's flat reply (three values per request), one result or error per request. */
 export function parseShardBatch(ops: readonly BatchOp[], flat: Reply): BatchReply[] {
   return ops.map((o, i) => {
-    if (flat.length < 3 * i + 3) return new Error(`shard-batch-7.lua returned no reply for request ${i}`);
+    if (flat.length < 3 * i + 3) return new Error(`shard-batch-8.lua returned no reply for request ${i}`);
     const r = flat.slice(3 * i, 3 * i + 3);
-    if (Number(r[0]) === -9) return new Error(`shard-batch-7.lua: ${String(r[1])}`);
+    if (Number(r[0]) === -9) return new Error(`shard-batch-8.lua: ${String(r[1])}`);
     try {
-      return o.op === 'D' ? parseDeduct(r) : parseCompensate(r);
+      return o.op === 'D' ? parseDeduct(r) : o.op === 'C' ? parseCompensate(r) : parseHoldReserve(r);
     } catch (err) {
       return err as Error;
     }
@@ -279,13 +285,13 @@ export class Scripts {
     return parseDeduct((await this.fn.deduct(...args)) as Reply);
   }
 
-  /** shard-batch-7.lua: the requests in order, one reply each. vouch: touch the ack key when a reply vouches
+  /** shard-batch-8.lua: the requests in order, one reply each. vouch: touch the ack key when a reply vouches
    * for an earlier write (`replica` ack level). */
   async shardBatch(shard: ShardRef, ops: readonly BatchOp[], vouch: boolean): Promise<BatchReply[]> {
     return parseShardBatch(ops, (await this.fn.shardBatch(...this.shardBatchArgs(shard, ops, vouch))) as Reply);
   }
 
-  /** shard-batch-7.lua's keys and arguments, for a caller that sends it itself (shard-batcher.ts, beside a
+  /** shard-batch-8.lua's keys and arguments, for a caller that sends it itself (shard-batcher.ts, beside a
    * WAIT); parseShardBatch reads its reply. */
   shardBatchArgs(shard: ShardRef, ops: readonly BatchOp[], vouch: boolean): Arg[] {
     const k = this.keys(shard);
@@ -299,6 +305,7 @@ export class Scripts {
       k.users,
       k.outbox,
       k.ack,
+      k.holds,
       this.windowS,
       first,
       shard.couponId,
@@ -310,9 +317,25 @@ export class Scripts {
       if (o.op === 'D') {
         const i = o.input;
         args.push('D', i.requestId, recordField(i.requestId), i.userId, i.quantity, i.perUserLimit);
-      } else {
+      } else if (o.op === 'C') {
         args.push('C', o.requestId, recordField(o.requestId), '', o.reason, o.limited ? 1 : 0);
+      } else {
+        const i = o.input;
+        args.push(`R${i.ttlMs}`, i.requestId, recordField(i.requestId), i.userId, i.quantity, i.perUserLimit);
       }
+    }
+    return args;
+  }
+
+  /** node-batch-1.lua's arguments after its one key (the first shard's hash): each shard's shard-batch-8.lua
+   * keys and values, its request count, then its requests. */
+  nodeBatchArgs(batches: readonly { shard: ShardRef; ops: readonly BatchOp[] }[], vouch: boolean): Arg[] {
+    const args: Arg[] = [];
+    for (const b of batches) {
+      const shardArgs = this.shardBatchArgs(b.shard, b.ops, vouch);
+      for (let i = 0; i < SHARD_HEAD; i++) args.push(shardArgs[i]!);
+      args.push(b.ops.length);
+      for (let i = SHARD_HEAD; i < shardArgs.length; i++) args.push(shardArgs[i]!);
     }
     return args;
   }

@@ -1,7 +1,8 @@
-// Group commit per shard: Deducts and Compensates bound for the same shard that arrive in the same event-loop
-// turn (up to `max` of them, or within `waitUs`) share one Lua call (shard-batch-7.lua), one socket write and
-// one replication round, as group commit in databases and TigerBeetle's batches do. Each request keeps exactly
-// its single-call semantics (the script runs the same steps per request, lua/includes/shard-ops.lua) and gets
+// Group commit per shard: Deducts, Compensates and Reserves bound for the same shard that arrive in the same
+// event-loop turn (up to `max` of them, or within `waitUs`) share one Lua call (shard-batch-8.lua), one socket
+// write and one replication round, as group commit in databases and TigerBeetle's batches do. Each request
+// keeps exactly its single-call semantics (the script runs the same steps per request, lua/includes/shard-ops.lua
+// and shard-reserve.lua) and gets
 // its own answer or its own error; a request whose deadline passed while it waited is dropped from the batch.
 //
 // One call per shard is in flight at a time, from its send to its replica ack: requests that arrive meanwhile
@@ -17,7 +18,7 @@
 // call's entry and the client's per-command work are paid once per master and round, not once per shard.
 // One such call per master is in flight: the shards that become ready while it is out wait for it and then
 // leave together. Whatever that path cannot finish for sure (NOSCRIPT, a closed connection) goes again through
-// the cluster client, one shard-batch-7.lua call per shard. A shard whose slot is moving or moved (a redirect,
+// the cluster client, one shard-batch-8.lua call per shard. A shard whose slot is moving or moved (a redirect,
 // TRYAGAIN, a shard not on the node) is sent by hand to whichever node serves it (direct): the cluster client
 // follows redirects only for a command sent alone, and its WAIT would go to the slot map's master, not to the
 // node an ASK sent the write to.
@@ -125,6 +126,11 @@ export class ShardBatcher {
 
   compensate(shard: ShardRef, requestId: string, reason: string, limited: boolean, signal?: AbortSignal): Promise<CompensateScriptResult> {
     return this.enqueue(shard, { op: 'C', requestId, reason, limited }, signal) as Promise<CompensateScriptResult>;
+  }
+
+  /** A Reserve without fallback credits (hold-reserve-7.lua's answers; a replay's hold state is read apart). */
+  reserve(shard: ShardRef, input: DeductScriptInput & { ttlMs: number }, signal?: AbortSignal): Promise<DeductScriptResult> {
+    return this.enqueue(shard, { op: 'R', input }, signal) as Promise<DeductScriptResult>;
   }
 
   private enqueue(shard: ShardRef, op: BatchOp, signal: AbortSignal | undefined): Promise<DeductScriptResult | CompensateScriptResult> {
@@ -275,18 +281,14 @@ export class ShardBatcher {
   /** One node-batch-1.lua call for every shard of the group (all on master `owner`), then its WAIT at the
    * `replica` level. */
   private async sendOnMaster(owner: string, group: Ready[]): Promise<void> {
-    const args: Arg[] = ['evalsha', NODE_BATCH.sha, 1, this.scripts.keys(group[0]!.q.shard).shard];
-    for (const r of group) {
-      const shardArgs = this.scripts.shardBatchArgs(
-        r.q.shard,
-        r.q.items.map((p) => p.op),
-        this.options.vouch,
-      );
-      // shard-batch-7.lua's 7 keys and 6 values, the shard's request count, then its requests.
-      for (let i = 0; i < 13; i++) args.push(shardArgs[i]!);
-      args.push(r.q.items.length);
-      for (let i = 13; i < shardArgs.length; i++) args.push(shardArgs[i]!);
-    }
+    const batches = group.map((r) => ({ shard: r.q.shard, ops: r.q.items.map((p) => p.op) }));
+    const args: Arg[] = [
+      'evalsha',
+      NODE_BATCH.sha,
+      1,
+      this.scripts.keys(group[0]!.q.shard).shard,
+      ...this.scripts.nodeBatchArgs(batches, this.options.vouch),
+    ];
     this.sent.calls++;
     this.sent.shards += group.length;
     for (const r of group) this.sent.requests += r.q.items.length;
@@ -314,7 +316,7 @@ export class ShardBatcher {
     const [err, flat] = out.results[0]!;
     if (err) {
       // NOSCRIPT (the node restarted, or is a promoted replica: loaded for the next round, and this one goes
-      // through the cluster client, which loads shard-batch-7.lua itself) or a closed connection: each batch is
+      // through the cluster client, which loads shard-batch-8.lua itself) or a closed connection: each batch is
       // sent again through the cluster client, once. A redirect or TRYAGAIN (the first shard's slot moved or is
       // moving; the script did not run): each batch to the node that serves it.
       if (isRedirect(err)) this.options.onRedirect?.();
@@ -360,7 +362,7 @@ export class ShardBatcher {
   }
 
   /**
-   * shard-batch-7.lua (EVAL: the node may never have run it) with the shard's keys declared, on the connection
+   * shard-batch-8.lua (EVAL: the node may never have run it) with the shard's keys declared, on the connection
    * of the node that serves the shard (sendFollowing), with the replica WAIT in the same write: the WAIT goes
    * to the node that ran the write, which the client's afterWrite cannot know after it followed an ASK.
    * `first`: the redirect or TRYAGAIN that sent the batch here. Requests whose deadline passed are dropped
@@ -378,7 +380,12 @@ export class ShardBatcher {
           items = this.live(items);
           if (items.length === 0) return [null, null];
           const ops = items.map((p) => p.op);
-          const call: Arg[] = ['eval', SHARD_BATCH.lua, 7, ...this.scripts.shardBatchArgs(q.shard, ops, this.options.vouch)];
+          const call: Arg[] = [
+            'eval',
+            SHARD_BATCH.lua,
+            SHARD_BATCH.numberOfKeys,
+            ...this.scripts.shardBatchArgs(q.shard, ops, this.options.vouch),
+          ];
           const out = await this.options.onMaster!(node, asking ? [['asking'], call] : [call]);
           if (!out) return undefined;
           const [e, flat] = out.results[out.results.length - 1]!;

@@ -88,6 +88,12 @@ export class RedisStockStore implements StockStore {
         : undefined;
   }
 
+  /** The group commit's Reserve, for the hold store (hold-store.ts), so that Reserves join their shard's
+   * batch; undefined when group commit is off. */
+  reserveBatcher(): Pick<ShardBatcher, 'reserve'> | undefined {
+    return this.batcher;
+  }
+
   keys(shard: ShardRef): ShardKeys {
     return this.scripts.keys(shard);
   }
