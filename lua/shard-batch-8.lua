@@ -1,10 +1,11 @@
 --[[
   Group commit: the Deducts, Compensates and Reserves bound for one shard that arrived together, run in one
   call, in order, each with exactly the steps it runs alone (lua/includes/shard-ops.lua and shard-reserve.lua:
-  the same idempotency record, per-user limit, stock check, outbox event or hold) and its own reply. The shard is read once and written once for
-  all of them, and their outbox events go out as one stream entry (shard-ops.lua openRun / closeRun). A
-  request that fails with an error gets that error as its reply; the requests after it still run. Deducts and Reserves carrying fallback
-  credits are never batched (deduct-7.lua, hold-reserve-7.lua).
+  the same idempotency record, per-user limit, stock check, outbox event or hold) and its own reply. The shard
+  is read once and written once for all of them, and their outbox events go out as one stream entry
+  (shard-ops.lua openRun / closeRun). A request that fails with an error gets that error as its reply; the
+  requests after it still run. Deducts and Reserves carrying fallback credits are never batched (deduct-7.lua,
+  hold-reserve-7.lua).
 
   KEYS[1] shard hash        <ns>:{<tag>}:shard
   KEYS[2..4] record hashes  <ns>:{<tag>}:rq:<bucket>   buckets first .. first + 2 (lua/includes/buckets.lua)

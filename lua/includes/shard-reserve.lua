@@ -11,6 +11,9 @@
 --   2, remaining, state       replay of this hold (state h | c | r | x; c once confirmed)
 --   -1, avail, epoch | -2, held | -3, field, recorded   as deductRecorded (recorded 'deduct' for a Deduct's id)
 local function reserveRecorded(run, requestId, field, userId, quantity, limit, ttlMs)
+  -- A hold's length becomes a sorted-set score in closeRun: one that is not a finite positive number would fail
+  -- there, after the run's level was written, for every request of the run. Refused here, on its own.
+  if not ttlMs or ttlMs ~= ttlMs or ttlMs <= 0 or ttlMs == math.huge then error('ttlMs must be a positive number') end
   local q = tonumber(quantity)
   local packed = findRecord(run, field)
   if packed then
@@ -41,6 +44,13 @@ local function reserveRecorded(run, requestId, field, userId, quantity, limit, t
     return -1, run.avail, run.epoch
   end
 
+  -- Read once per run: the rebuild mark and the server's clock do not change inside one script. Before the
+  -- run's copy changes, as every step that can fail, so that a failing request leaves its neighbours nothing.
+  if run.rebuildMark == nil then
+    run.rebuildMark = redis.call('HGET', KEYS[1], 'rb') or ''
+    run.serverNowMs = serverNowMs()
+  end
+  local expiresMs = run.serverNowMs + ttlMs
   local remaining = run.avail - q
   run.avail = remaining
   run.levelDirty = true
@@ -48,12 +58,6 @@ local function reserveRecorded(run, requestId, field, userId, quantity, limit, t
   if limit > 0 then
     setUserCount(run, userId, held + q)
   end
-  -- Read once per run: the rebuild mark and the server's clock do not change inside one script.
-  if run.rebuildMark == nil then
-    run.rebuildMark = redis.call('HGET', KEYS[1], 'rb') or ''
-    run.serverNowMs = serverNowMs()
-  end
-  local expiresMs = run.serverNowMs + ttlMs
   putRecord(run, field, packHold({
     st = 'h', hq = q, e = expiresMs, l = limit > 0, b = run.rebuildMark, r = remaining, t = run.nowMs, u = userId,
   }), run.slot - 1)
