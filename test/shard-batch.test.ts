@@ -211,6 +211,29 @@ describe('group commit: a batch answers as single calls would', () => {
   });
 });
 
+/** A 10-unit coupon of 2 shards and eight request ids whose home is shard 0 (five units there): sent together,
+ * they share batch calls, and the three it leaves short fall back to shard 1. */
+async function eightHomedOnAShardOfFive(prefix: string) {
+  const couponId = uniqueId();
+  await a.client.createCoupon({ couponId, totalStock: 10n, shardCount: 2 });
+  const coupon = (await a.app.repo.find(couponId))!;
+  const ids: string[] = [];
+  for (let i = 0; ids.length < 8; i++) if (homeShard(coupon, `${prefix}${i}`, '') === 0) ids.push(`${prefix}${i}`);
+  return { couponId, ids };
+}
+
+/** From now: fallbacks, requests sent in group-commit calls, and whether those calls were fewer than their
+ * requests (a fallback's own call carries credits and goes alone, outside the batches). */
+function batchCounters() {
+  const sizes = a.app.metrics.shardBatchSize.child();
+  const [calls, requests, fallbacks] = [sizes.count, sizes.sum, a.app.deduct.stats.fallbacks];
+  return () => ({
+    fallbacks: a.app.deduct.stats.fallbacks - fallbacks,
+    batched: sizes.sum - requests,
+    fewerCallsThanRequests: sizes.count - calls > 0 && sizes.count - calls < sizes.sum - requests,
+  });
+}
+
 describe('group commit through the service', () => {
   it('when a deadline passes while a request waits for its batch, then it is dropped from the batch and its neighbours are served', async () => {
     const [shard] = await twinShards(10);
@@ -234,20 +257,12 @@ describe('group commit through the service', () => {
   });
 
   it('when a batch on one shard runs out of stock, then the requests it leaves short fall back to the other shard exactly as alone', async () => {
-    const couponId = uniqueId();
-    await a.client.createCoupon({ couponId, totalStock: 10n, shardCount: 2 });
-    const coupon = (await a.app.repo.find(couponId))!;
-    // Eight requests whose home is shard 0 (five units there): sent together, they share one batch call.
-    const ids: string[] = [];
-    for (let i = 0; ids.length < 8; i++) if (homeShard(coupon, `fb${i}`, '') === 0) ids.push(`fb${i}`);
-    const sizes = a.app.metrics.shardBatchSize.child();
-    const [callsBefore, fallbacksBefore] = [sizes.count, a.app.deduct.stats.fallbacks];
+    const { couponId, ids } = await eightHomedOnAShardOfFive('fb');
+    const counted = batchCounters();
     const answers = await Promise.all(ids.map((requestId) => a.client.deduct({ couponId, requestId, quantity: 1n })));
     expect(answers.map((r) => [r.outcome, r.replayed])).toEqual(Array(8).fill([DeductOutcome.DEDUCTED, false]));
     expect(answers.filter((r) => r.shard === 0)).toHaveLength(8);
-    expect(a.app.deduct.stats.fallbacks - fallbacksBefore).toBe(3);
-    // Fewer calls than requests on the way in (the three fallbacks' own calls carry credits and go alone).
-    expect(sizes.count - callsBefore).toBeLessThan(8);
+    expect(counted()).toEqual({ fallbacks: 3, batched: 8, fewerCallsThanRequests: true });
     const s = await shardState(a.app, couponId);
     expect([s.available + s.inTransit, s.net]).toEqual([2, 8]);
     expect(s.levels.every((l) => (l.available ?? -1) >= 0)).toBe(true);
@@ -294,20 +309,13 @@ describe('group commit through the service', () => {
     // Fewer calls than requests: some requests shared a call.
     expect(sum).toBeGreaterThan(count);
   });
+
   it('when Reserves on one shard run out of stock inside a batch, then the ones it leaves short fall back to the other shard exactly as alone, and their confirmations settle', async () => {
-    const couponId = uniqueId();
-    await a.client.createCoupon({ couponId, totalStock: 10n, shardCount: 2 });
-    const coupon = (await a.app.repo.find(couponId))!;
-    const ids: string[] = [];
-    for (let i = 0; ids.length < 8; i++) if (homeShard(coupon, `rb${i}`, '') === 0) ids.push(`rb${i}`);
-    const sizes = a.app.metrics.shardBatchSize.child();
-    const [callsBefore, sumBefore, fallbacksBefore] = [sizes.count, sizes.sum, a.app.deduct.stats.fallbacks];
+    const { couponId, ids } = await eightHomedOnAShardOfFive('rb');
+    const counted = batchCounters();
     const holds = await Promise.all(ids.map((requestId) => a.client.reserve({ couponId, requestId, quantity: 1n, ttlMs: 60_000 })));
     expect(holds.map((r) => [r.outcome, r.replayed])).toEqual(Array(8).fill([ReserveOutcome.HELD, false]));
-    expect(a.app.deduct.stats.fallbacks - fallbacksBefore).toBe(3);
-    // The eight went in batches, fewer calls than requests (the three fallbacks carry credits and go alone).
-    const calls = sizes.count - callsBefore;
-    expect([calls > 0, calls < 8, sizes.sum - sumBefore]).toEqual([true, true, 8]);
+    expect(counted()).toEqual({ fallbacks: 3, batched: 8, fewerCallsThanRequests: true });
     let s = await shardState(a.app, couponId);
     expect([s.available + s.inTransit, s.held, s.net]).toEqual([2, 8, 0]);
     await Promise.all(holds.map((r) => a.client.confirm({ target: { case: 'holdId', value: r.hold!.holdId } })));
