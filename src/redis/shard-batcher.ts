@@ -110,8 +110,9 @@ export class ShardBatcher {
   private readonly parked = new Map<string, Ready[]>();
   private readonly gap: CallGap;
   /** Since start: Redis calls sent (one per master and round, or one per shard on the cluster client's path),
-   * the shards' batches they carried and the requests in those (the benchmark's requests per call). */
-  readonly sent = { calls: 0, shards: 0, requests: 0 };
+   * the shards' batches they carried and the requests in those (the benchmark's requests per call), and the
+   * batches sent again because their connection closed under them (their callers never saw that). */
+  readonly sent = { calls: 0, shards: 0, requests: 0, resent: 0 };
 
   constructor(
     private readonly scripts: Scripts,
@@ -275,6 +276,7 @@ export class ShardBatcher {
 
   /** A call through the cluster client and afterWrite (no connection to its master, or a re-send). */
   private plain(r: Ready, retried = false): void {
+    if (retried) this.sent.resent++;
     this.send(r.q, r.release, retried).then(r.release, r.release);
   }
 
@@ -457,6 +459,7 @@ export class ShardBatcher {
       if (this.options.onMaster && (isRedirect(err) || isTryAgain(err))) return this.directSend({ shard: q.shard, items }, err as Error);
       if (!retried && (isRedirect(err) || (err instanceof Error && err.message === CONNECTION_CLOSED))) {
         await new Promise((r) => setTimeout(r, RESEND_AFTER_MS));
+        this.sent.resent++;
         return this.send({ shard: q.shard, items }, release, true);
       }
       release();

@@ -167,10 +167,16 @@ export class RedisStockStore implements StockStore {
     return { recordReads: sent?.reads ?? 0, recordReadCalls: sent?.calls ?? 0 };
   }
 
-  /** Group commit since start: Redis calls, the shard batches they carried and the requests in those. */
-  batchStats(): { batchCalls: number; batchShards: number; batchRequests: number } {
+  /** Group commit since start: Redis calls, the shard batches they carried, the requests in those, and the
+   * batches sent again after their connection closed. */
+  batchStats(): { batchCalls: number; batchShards: number; batchRequests: number; batchResent: number } {
     const sent = this.batcher?.sent;
-    return { batchCalls: sent?.calls ?? 0, batchShards: sent?.shards ?? 0, batchRequests: sent?.requests ?? 0 };
+    return {
+      batchCalls: sent?.calls ?? 0,
+      batchShards: sent?.shards ?? 0,
+      batchRequests: sent?.requests ?? 0,
+      batchResent: sent?.resent ?? 0,
+    };
   }
 
   async probe(shards: ShardRef[]): Promise<ShardLevel[]> {
