@@ -57,7 +57,15 @@ async function twoItemOrder(prefix: string) {
   };
   expect((await a.client.deductOrder(order)).outcome).toBe(OrderOutcome.DEDUCTED);
   const levels = () => Promise.all([x, y].map(async (c) => (await a.client.getStock({ couponId: c })).level?.available));
-  return { x, y, orderId, order, levels };
+  /** The order retried (answered DEDUCTED, nothing taken twice), then compensated whole (both items back). */
+  const retryThenCompensate = async () => {
+    expect((await a.client.deductOrder(order)).outcome).toBe(OrderOutcome.DEDUCTED);
+    expect(await levels()).toEqual([8n, 7n]);
+    const comp = await a.client.compensate({ couponId: '', requestId: '', orderId, reason: 'refund' });
+    expect(comp.outcome).toBe(CompensateOutcome.COMPENSATED);
+    expect(await levels()).toEqual([10n, 10n]);
+  };
+  return { x, y, orderId, levels, retryThenCompensate };
 }
 
 describe('Compensate on an order', () => {
@@ -104,7 +112,7 @@ describe('Compensate on an order', () => {
   });
 
   it('when the order record is lost with Redis, then Compensate answers NOT_FOUND (not NOT_DEDUCTED); a retry of the DeductOrder restores it without taking twice, and Compensate then gives every item back', async () => {
-    const { x, y, orderId, order, levels } = await twoItemOrder('ordl');
+    const { x, y, orderId, levels, retryThenCompensate } = await twoItemOrder('ordl');
     // The record gone, as with its master and replicas; the items' deductions are untouched.
     expect(await a.app.redis.del(orderKey(a.namespace, orderId))).toBe(1);
 
@@ -114,13 +122,7 @@ describe('Compensate on an order', () => {
     expect(never.outcome).toBe(CompensateOutcome.NOT_FOUND);
     expect(await levels()).toEqual([8n, 7n]);
 
-    const retried = await a.client.deductOrder(order);
-    expect(retried.outcome).toBe(OrderOutcome.DEDUCTED);
-    expect(await levels()).toEqual([8n, 7n]);
-
-    const comp = await a.client.compensate({ couponId: '', requestId: '', orderId, reason: 'refund' });
-    expect(comp.outcome).toBe(CompensateOutcome.COMPENSATED);
-    expect(await levels()).toEqual([10n, 10n]);
+    await retryThenCompensate();
     for (const c of [x, y]) {
       await settled(a.client, c);
       const ledger = await ledgerFigures(a.app, c);
@@ -129,7 +131,7 @@ describe('Compensate on an order', () => {
   });
 
   it('when the order record and every shard of its coupons are lost after settlement, then the rebuilt item records are still confirmed holds, so a retry of the DeductOrder follows the commit instead of being refused', async () => {
-    const { x, y, orderId, order, levels } = await twoItemOrder('ordr');
+    const { x, y, orderId, levels, retryThenCompensate } = await twoItemOrder('ordr');
     for (const c of [x, y]) await settled(a.client, c);
     // A flushed master and its replicas, for every key involved: the order record, and each coupon's shards
     // (hashes, holds sets and record hashes), rebuilt from the ledger by a repair.
@@ -142,11 +144,6 @@ describe('Compensate on an order', () => {
     }
     expect(await levels()).toEqual([8n, 7n]);
 
-    const retried = await a.client.deductOrder(order);
-    expect(retried.outcome).toBe(OrderOutcome.DEDUCTED);
-    expect(await levels()).toEqual([8n, 7n]);
-    const comp = await a.client.compensate({ couponId: '', requestId: '', orderId, reason: 'refund' });
-    expect(comp.outcome).toBe(CompensateOutcome.COMPENSATED);
-    expect(await levels()).toEqual([10n, 10n]);
+    await retryThenCompensate();
   });
 });

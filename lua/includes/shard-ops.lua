@@ -168,6 +168,19 @@ local function closeRun(run)
   end
 end
 
+-- The checks a new Deduct and a new Reserve share, in order: the user's per-user limit (held units count),
+-- then the shard's stock. Returns the user's count (nil when the coupon has no limit), or false and the refusal:
+-- -2, held | -1, avail, epoch.
+local function takeChecks(run, userId, q, limit)
+  local held
+  if limit > 0 then
+    held = userCount(run, userId)
+    if held + q > limit then return false, -2, held end
+  end
+  if run.avail < q then return false, -1, run.avail, run.epoch end
+  return held
+end
+
 -- A Deduct's steps from the idempotency record on (fallback credits, when any, were applied before).
 -- quantity: as the caller sent it (a string of digits). Returns deduct-7.lua's reply as values, not a table (a
 -- table per request was a measurable share of a batch's Lua): 1, remaining | 2, remaining, compensated |
@@ -186,17 +199,8 @@ local function deductRecorded(run, requestId, field, userId, quantity, limit)
     return 2, tonumber(rec.r), hasFlag(rec, 'c') and 1 or 0
   end
 
-  local held
-  if limit > 0 then
-    held = userCount(run, userId)
-    if held + q > limit then
-      return -2, held
-    end
-  end
-
-  if run.avail < q then
-    return -1, run.avail, run.epoch
-  end
+  local held, code, a, b = takeChecks(run, userId, q, limit)
+  if held == false then return code, a, b end
 
   local remaining = run.avail - q
   -- packRecord's layout (buckets.lua), without its table.

@@ -32,17 +32,8 @@ local function reserveRecorded(run, requestId, field, userId, quantity, limit, t
     return -3, 'kind', 'deduct'
   end
 
-  local held
-  if limit > 0 then
-    held = userCount(run, userId)
-    if held + q > limit then
-      return -2, held
-    end
-  end
-
-  if run.avail < q then
-    return -1, run.avail, run.epoch
-  end
+  local held, code, a, b = takeChecks(run, userId, q, limit)
+  if held == false then return code, a, b end
 
   -- Read once per run: the rebuild mark and the server's clock do not change inside one script. Before the
   -- run's copy changes, as every step that can fail, so that a failing request leaves its neighbours nothing.
